@@ -1,0 +1,38 @@
+"""streamfeed: stream datasets far larger than memory into Keras 3 training.
+
+    import streamfeed as sf
+    train = sf.read_parquet("clicks/").shuffle(seed=1).batch(1024).to_keras(label="y")
+    model.fit(train, epochs=3)
+"""
+
+from .core import Chunk, Fragment, Position, Source
+from .errors import (
+    BadInputReport,
+    CorruptFileError,
+    DataError,
+    ErrorBudgetExceeded,
+    SchemaError,
+    StateError,
+    StreamfeedError,
+)
+from .pipeline import Dataset, EpochIterator
+from .sources import read_parquet
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BadInputReport",
+    "Chunk",
+    "CorruptFileError",
+    "DataError",
+    "Dataset",
+    "EpochIterator",
+    "ErrorBudgetExceeded",
+    "Fragment",
+    "Position",
+    "SchemaError",
+    "Source",
+    "StateError",
+    "StreamfeedError",
+    "read_parquet",
+]

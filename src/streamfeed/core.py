@@ -1,0 +1,100 @@
+"""The protocols every source and stage speaks.
+
+A *source* knows its files, schema and row counts and splits itself into
+*fragments*: the unit of parallel reading, of coarse shuffling, of sharding
+across workers and of resume. Reading a fragment gives one *chunk*: a dict
+of equally long NumPy arrays, one per column. Nothing else crosses a stage
+boundary, so any object with these few attributes is a source; no
+inheritance is needed.
+
+A *position* says where the next row of an epoch comes from. It is the
+whole iterator state besides the epoch number: positions, never data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+Chunk = dict[str, np.ndarray]
+"""Columns of equal length: the only thing that flows between stages."""
+
+NullPolicy = Literal["raise", "drop", "fill"]
+
+
+@runtime_checkable
+class Fragment(Protocol):
+    """A piece of a source that can be read on its own, in any thread."""
+
+    @property
+    def key(self) -> str:
+        """Stable, human-readable identity, e.g. ``data/part-0.parquet#rg=3``."""
+
+    @property
+    def num_rows(self) -> int:
+        """Rows this fragment yields (known before reading; from metadata)."""
+
+    def read(self) -> Chunk:
+        """Reads the whole fragment. Raises a streamfeed error naming the file."""
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Something that can be split into fragments with known row counts."""
+
+    @property
+    def fragments(self) -> Sequence[Fragment]:
+        """All fragments, in a stable order (the plan permutes indices into it)."""
+
+    @property
+    def column_names(self) -> list[str]:
+        """Names of the columns every chunk will have."""
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        """A small JSON-able identity (files, sizes) used to validate saved state."""
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """Row ``offset`` of read unit ``unit`` is the next row to emit.
+
+    A read unit is one shuffle window (a group of fragments whose rows are
+    permuted together), or one fragment when there is no shuffle.
+    """
+
+    unit: int = 0
+    offset: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"unit": self.unit, "offset": self.offset}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Position":
+        return cls(int(data["unit"]), int(data["offset"]))
+
+
+def chunk_len(chunk: Chunk) -> int:
+    """Rows in a chunk (0 for a chunk without columns)."""
+    for column in chunk.values():
+        return len(column)
+    return 0
+
+
+def slice_chunk(chunk: Chunk, start: int, stop: int) -> Chunk:
+    """Zero-copy view of rows ``start:stop``."""
+    return {name: column[start:stop] for name, column in chunk.items()}
+
+
+def take_chunk(chunk: Chunk, indices: np.ndarray) -> Chunk:
+    """Rows at ``indices`` (a copy), in that order."""
+    return {name: np.take(column, indices, axis=0) for name, column in chunk.items()}
+
+
+def concat_chunks(chunks: Sequence[Chunk]) -> Chunk:
+    """One chunk from several with the same columns (a copy unless there is one)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    names = chunks[0].keys()
+    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in names}

@@ -1,0 +1,96 @@
+"""Saving the data position with the model, and resuming mid-epoch.
+
+    ckpt = DataCheckpoint(train, "ckpt/", every=100)
+    model.fit(train, epochs=5, initial_epoch=ckpt.initial_epoch, callbacks=[ckpt])
+
+Every ``every`` trained batches and at each epoch end, the callback writes
+the model's weights (with optimizer state) and ``data_state.json``: the
+position after the last batch *trained*, not the last batch Keras read
+ahead. Restarted in a new process with the same pipeline, it restores both
+when training begins, and the resumed epoch serves exactly the batches an
+uninterrupted run would have served next.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from .adapter import KerasDataset
+
+logger = logging.getLogger("streamfeed")
+STATE_FILE = "data_state.json"
+WEIGHTS_FILE = "model.weights.h5"
+
+
+def _atomic_write_json(path: Path, data: dict) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=1))
+    os.replace(temporary, path)
+
+
+class DataCheckpoint(keras.callbacks.Callback):
+    """Checkpoints model weights and the data position together.
+
+    Args:
+        dataset: the :class:`KerasDataset` given to ``fit``.
+        directory: where the checkpoint lives (created if needed).
+        every: also save every ``every`` trained batches (``None``: only at
+            epoch ends).
+        save_model: save and restore the model's weights too (default).
+    """
+
+    def __init__(self, dataset: KerasDataset, directory: str | os.PathLike, *, every: int | None = None, save_model: bool = True) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.directory = Path(directory)
+        self.every = every
+        self.save_model = save_model
+        self._epoch, self._trained = 0, 0
+        self._saved: dict[str, Any] | None = None
+        state_path = self.directory / STATE_FILE
+        if state_path.exists():
+            self._saved = json.loads(state_path.read_text())
+
+    @property
+    def initial_epoch(self) -> int:
+        """The Keras epoch to pass as ``fit(initial_epoch=...)`` (0 without a checkpoint)."""
+        return int(self._saved["keras_epoch"]) if self._saved else 0
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        if self._saved is None:
+            return
+        self.dataset.restore(self._saved["data"])
+        weights = self.directory / WEIGHTS_FILE
+        if self.save_model and weights.exists():
+            self.model.load_weights(weights)
+        logger.info(
+            "resumed from %s: Keras epoch %d, data epoch %d at %s",
+            self.directory, self.initial_epoch, self._saved["data"]["epoch"],
+            {k: self._saved["data"][k] for k in ("unit", "offset")},
+        )
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch, self._trained = epoch, 0
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self._trained = batch + 1  # with steps_per_execution, `batch` is the last step run
+        if self.every and self._trained % self.every == 0:
+            self._save(keras_epoch=self._epoch, trained=self._trained)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self._save(keras_epoch=epoch + 1, trained=self._trained)
+
+    def _save(self, *, keras_epoch: int, trained: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        state = {"keras_epoch": keras_epoch, "data": self.dataset.state_after(trained)}
+        if self.save_model:
+            temporary = self.directory / ("tmp-" + WEIGHTS_FILE)
+            self.model.save_weights(temporary)
+            os.replace(temporary, self.directory / WEIGHTS_FILE)
+        _atomic_write_json(self.directory / STATE_FILE, state)

@@ -1,0 +1,109 @@
+"""Sizing the pipeline's buffers to a memory limit, and measuring RSS.
+
+The pipeline holds data in three places: fragments being read (``read_ahead``),
+the shuffle window being assembled (its pieces, their concatenation and the
+permuted copy), and the prefetch queue of finished batches. Their sum is a
+figure we can compute before the first read; :func:`plan_layout` shrinks the
+window first, then read-ahead, then prefetch, until it fits.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from .errors import describe
+
+DEFAULT_MEMORY_LIMIT = 512 * 2**20
+MAX_DEFAULT_WINDOW = 64
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How many fragments and batches the pipeline keeps in flight."""
+
+    read_threads: int
+    read_ahead: int  # fragments submitted to the reader ahead of consumption
+    window: int  # fragments per read unit (1 without shuffling)
+    prefetch: int  # finished batches queued
+    estimated_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def estimate_bytes(row_bytes: float, fragment_rows: float, batch_rows: int, *, read_ahead: int, window: int, prefetch: int, shuffled: bool) -> int:
+    """Peak bytes held by the pipeline's own buffers for this layout."""
+    assembly = (3 if shuffled else 1) * window  # pieces + concatenation + permuted copy
+    fragments = (read_ahead + assembly) * fragment_rows
+    batches = 2 * prefetch * batch_rows  # a batch and its packed form
+    return int(row_bytes * (fragments + batches))
+
+
+def plan_layout(
+    *,
+    row_bytes: float,
+    fragment_rows: float,
+    batch_rows: int,
+    shuffled: bool,
+    window: int | None,
+    read_threads: int | None,
+    prefetch: int | None,
+    memory_limit: int | None,
+) -> Layout:
+    """The largest layout within ``memory_limit`` (the library's default if None)."""
+    limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
+    threads = read_threads or min(4, os.cpu_count() or 1)
+    depth = prefetch or 8
+    if not shuffled:
+        chosen_window = 1
+    elif window is not None:
+        chosen_window = window
+    else:
+        per_fragment = max(1.0, row_bytes * fragment_rows)
+        chosen_window = int(limit // (5 * per_fragment))  # 3 for assembly + 2 for reading ahead
+        chosen_window = max(1, min(MAX_DEFAULT_WINDOW, chosen_window))
+    ahead = max(threads, chosen_window) if shuffled else 2 * threads
+
+    def size(ahead_: int, window_: int, depth_: int) -> int:
+        return estimate_bytes(row_bytes, fragment_rows, batch_rows, read_ahead=ahead_, window=window_, prefetch=depth_, shuffled=shuffled)
+
+    while size(ahead, chosen_window, depth) > limit:
+        if window is None and chosen_window > 1:
+            chosen_window -= 1
+            ahead = max(threads, chosen_window) if shuffled else ahead
+        elif ahead > 1:
+            ahead -= 1
+        elif depth > 2:
+            depth -= 1
+        else:
+            raise MemoryError(
+                describe(
+                    "The pipeline cannot fit in its memory limit",
+                    expected=f"at most {limit / 2**20:.0f} MiB",
+                    found=f"{size(ahead, chosen_window, depth) / 2**20:.0f} MiB with one fragment of "
+                    f"{fragment_rows:.0f} rows x {row_bytes:.0f} bytes and the smallest buffers",
+                    fix="raise memory_limit, project fewer columns, or rewrite the files with smaller row groups",
+                )
+            )
+    return Layout(
+        read_threads=threads,
+        read_ahead=ahead,
+        window=chosen_window,
+        prefetch=depth,
+        estimated_bytes=size(ahead, chosen_window, depth),
+    )
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process now."""
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,0 +1,340 @@
+"""The immutable, fluent description of a pipeline, and its iteration.
+
+Who owns what:
+
+- the **source** owns files, schema, fragments and their row counts;
+- the **plan** (``plan.py``) owns the order of fragments per epoch and shard;
+- this **Dataset** owns the settings (ops, shuffle, batch, shard, memory) and
+  nothing else: every method returns a new Dataset;
+- an **EpochIterator** owns the threads and buffers of one pass; it is the
+  only thing that must be closed (``with``, ``close()``, or exhaustion).
+
+Stages run in one canonical order — read → per-fragment ops (``map`` and
+``filter`` called before ``batch``) → shuffle window → batch → per-batch ops
+(``map`` after ``batch``) → prefetch — so that the iterator state is a single
+position ``(epoch, unit, offset)`` and per-fragment work runs in the read
+thread pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from .core import Chunk, Position, Source, chunk_len
+from .errors import BadInputReport, DataError, OnError, StateError, describe
+from .memory import Layout, plan_layout
+from .plan import EpochPlan, make_epoch_plan
+from .runtime.background import BackgroundIterator
+from .runtime.epoch import produce_epoch
+from .runtime.reader import read_fragment
+from .transforms.batch import LastBatch, num_batches
+
+if TYPE_CHECKING:
+    from .keras.adapter import KerasDataset
+
+logger = logging.getLogger("streamfeed")
+STATE_VERSION = 1
+
+
+def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
+    def op(chunk: Chunk) -> Chunk:
+        out = fn(chunk)
+        if chunk_len(out) != chunk_len(chunk):
+            raise DataError(
+                describe(
+                    f"map function {name} changed the number of rows",
+                    expected=f"{chunk_len(chunk)} rows out, as many as in",
+                    found=f"{chunk_len(out)}",
+                    fix="use .filter() to drop rows; map must keep one output row per input row",
+                )
+            )
+        return out
+
+    op.__name__ = name
+    return op
+
+
+def _filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[[Chunk], Chunk]:
+    def op(chunk: Chunk) -> Chunk:
+        mask = np.asarray(predicate(chunk), dtype=bool)
+        if mask.shape != (chunk_len(chunk),):
+            raise DataError(
+                describe(
+                    f"filter predicate {name} returned the wrong shape",
+                    expected=f"a boolean mask of shape ({chunk_len(chunk)},)",
+                    found=f"shape {mask.shape}",
+                )
+            )
+        return {key: column[mask] for key, column in chunk.items()}
+
+    op.__name__ = name
+    return op
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A description of how to stream a source; iterate it to run it.
+
+    Build one with a reader such as :func:`streamfeed.read_parquet`, then
+    chain ``.map``, ``.filter``, ``.shuffle``, ``.batch``, ``.prefetch``,
+    ``.shard`` and ``.with_memory_limit``; hand it to Keras with
+    :meth:`to_keras`.
+    """
+
+    source: Source
+    on_error: OnError = "raise"
+    report: BadInputReport = field(default_factory=BadInputReport)
+    row_ops: tuple[Callable[[Chunk], Chunk], ...] = ()
+    row_count_known: bool = True
+    batch_ops: tuple[Callable[[Chunk], Chunk], ...] = ()
+    seed: int | None = None
+    shuffled: bool = False
+    window: int | None = None
+    batch_size: int | None = None
+    last_batch: LastBatch = "keep"
+    prefetch_depth: int | None = None
+    read_threads: int | None = None
+    memory_limit: int | None = None
+    shard_index: int = 0
+    shard_count: int = 1
+    _counts: dict = field(default_factory=dict, compare=False, repr=False)
+
+    # ----------------------------------------------------------------- building
+    def _with(self, **changes: Any) -> "Dataset":
+        return dataclasses.replace(self, **changes)
+
+    def map(self, fn: Callable[[Chunk], Chunk], *, name: str | None = None) -> "Dataset":
+        """Applies ``fn`` to columns: per fragment before ``batch``, per batch after.
+
+        ``fn`` takes and returns a dict of NumPy arrays and must keep the row
+        count. Before ``batch`` it runs in the read threads, in parallel.
+        """
+        op = _row_preserving(fn, name or getattr(fn, "__name__", "map"))
+        if self.batch_size is None:
+            return self._with(row_ops=self.row_ops + (op,))
+        return self._with(batch_ops=self.batch_ops + (op,))
+
+    def filter(self, predicate: Callable[[Chunk], np.ndarray], *, name: str | None = None) -> "Dataset":
+        """Keeps the rows where ``predicate(columns)`` is True (before ``batch`` only).
+
+        The epoch's row count is then unknown until counted: the first call
+        that needs it (``len``, ``to_keras``) runs one counting pass.
+        """
+        if self.batch_size is not None:
+            raise ValueError("filter() must come before batch(): batches have a fixed size")
+        op = _filtering(predicate, name or getattr(predicate, "__name__", "filter"))
+        return self._with(row_ops=self.row_ops + (op,), row_count_known=False, _counts={})
+
+    def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
+        """Shuffles fragment order per epoch and rows within windows of fragments.
+
+        ``seed=None`` draws a seed from the operating system once and logs
+        it; the run is then not reproducible unless you pass that seed.
+        ``window`` is the number of fragments whose rows are mixed together;
+        by default, as many as the memory limit allows (at most 64).
+        """
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+            logger.info("unseeded shuffle: drew seed %d (pass seed=%d to reproduce this run)", seed, seed)
+        if window is not None and window < 1:
+            raise ValueError(f"window must be >= 1 fragment, got {window}")
+        return self._with(seed=int(seed), shuffled=True, window=window)
+
+    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep") -> "Dataset":
+        """Groups rows into batches of exactly ``batch_size`` rows.
+
+        ``last_batch``: ``"keep"`` a short last batch (default), ``"drop"`` it,
+        or ``"pad"`` it to full size by repeating rows, with a mask column
+        that the Keras adapter turns into zero sample weights.
+        """
+        if self.batch_size is not None:
+            raise ValueError("batch() was already called")
+        if last_batch not in ("keep", "drop", "pad"):
+            raise ValueError(f"last_batch must be 'keep', 'drop' or 'pad', got {last_batch!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return self._with(batch_size=int(batch_size), last_batch=last_batch)
+
+    def prefetch(self, depth: int) -> "Dataset":
+        """Keeps up to ``depth`` finished batches ready in a background thread."""
+        return self._with(prefetch_depth=int(depth))
+
+    def shard(self, index: int, count: int) -> "Dataset":
+        """Keeps this worker's share of fragments; the shards partition the data."""
+        if not 0 <= index < count:
+            raise ValueError(f"shard index must be in [0, {count}), got {index}")
+        return self._with(shard_index=int(index), shard_count=int(count))
+
+    def with_options(self, *, memory_limit: int | None = None, read_threads: int | None = None) -> "Dataset":
+        """Sets the memory limit (bytes) that sizes every buffer, and read threads."""
+        return self._with(
+            memory_limit=self.memory_limit if memory_limit is None else int(memory_limit),
+            read_threads=self.read_threads if read_threads is None else int(read_threads),
+        )
+
+    # ------------------------------------------------------------------ sizing
+    def fragment_rows(self) -> list[int]:
+        """Rows each fragment yields after per-fragment ops (counted once if unknown)."""
+        fragments = self.source.fragments
+        if self.row_count_known:
+            return [fragment.num_rows for fragment in fragments]
+        if "rows" not in self._counts:
+            self._counts["rows"] = self._count_rows()
+        return self._counts["rows"]
+
+    def _count_rows(self) -> list[int]:
+        import concurrent.futures
+
+        threads = self.read_threads or min(4, os.cpu_count() or 1)
+        logger.info("counting rows after filters: one pass over %d fragments", len(self.source.fragments))
+
+        def count(fragment: Any) -> int:
+            chunk = read_fragment(fragment, self.row_ops, self.on_error, self.report)
+            return 0 if chunk is None else chunk_len(chunk)
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(count, self.source.fragments))
+
+    def epoch_plan(self, epoch: int) -> EpochPlan:
+        """This shard's read units for ``epoch``."""
+        return make_epoch_plan(
+            self.fragment_rows(),
+            seed=self.seed if self.shuffled else None,
+            epoch=epoch,
+            window=self.layout().window,
+            shard_index=self.shard_index,
+            shard_count=self.shard_count,
+        )
+
+    def layout(self) -> Layout:
+        """Buffer sizes chosen for the memory limit, with their estimated bytes."""
+        rows = [fragment.num_rows for fragment in self.source.fragments] or [0]
+        fragment_rows = max(1.0, float(np.mean(rows)))
+        return plan_layout(
+            row_bytes=float(getattr(self.source, "row_bytes", 64.0)),
+            fragment_rows=fragment_rows,
+            batch_rows=self.batch_size or int(fragment_rows),
+            shuffled=self.shuffled,
+            window=self.window,
+            read_threads=self.read_threads,
+            prefetch=self.prefetch_depth,
+            memory_limit=self.memory_limit,
+        )
+
+    def num_rows(self, epoch: int = 0) -> int:
+        """Rows this shard yields per epoch (before last-batch dropping)."""
+        return self.epoch_plan(epoch).total_rows
+
+    def num_batches(self, epoch: int = 0, start: Position | None = None) -> int:
+        """Batches this shard yields in ``epoch`` from ``start`` (the whole epoch by default)."""
+        if self.batch_size is None:
+            raise ValueError("num_batches needs batch(); use num_rows for an unbatched dataset")
+        plan = self.epoch_plan(epoch)
+        rows = plan.total_rows
+        if start is not None:
+            rows -= plan.rows_before(start.unit) + start.offset
+        return num_batches(rows, self.batch_size, self.last_batch)
+
+    def __len__(self) -> int:
+        return self.num_batches() if self.batch_size else self.num_rows()
+
+    # --------------------------------------------------------------- iterating
+    def iter_epoch(self, epoch: int = 0, start: Position | None = None) -> "EpochIterator":
+        """Starts the threads of one epoch; close the result (or use ``with``)."""
+        return EpochIterator(self, epoch, start or Position())
+
+    def __iter__(self) -> "EpochIterator":
+        return self.iter_epoch(0)
+
+    # ------------------------------------------------------------------- state
+    def fingerprint(self) -> dict:
+        """What a saved state must match to be restored into this pipeline."""
+        return {
+            "source": dict(self.source.fingerprint()),
+            "seed": self.seed if self.shuffled else None,
+            "window": self.layout().window,
+            "batch_size": self.batch_size,
+            "last_batch": self.last_batch,
+            "shard": [self.shard_index, self.shard_count],
+        }
+
+    def make_state(self, epoch: int, position: Position) -> dict:
+        """The JSON-able state: the epoch, a position in it, and the fingerprint."""
+        return {"version": STATE_VERSION, "epoch": int(epoch), **position.to_dict(), "fingerprint": self.fingerprint()}
+
+    def parse_state(self, state: Mapping[str, Any]) -> tuple[int, Position]:
+        """Validates a saved state against this pipeline; returns (epoch, position)."""
+        if state.get("version") != STATE_VERSION:
+            raise StateError(describe("Unknown iterator state version", expected=str(STATE_VERSION), found=str(state.get("version"))))
+        mine, theirs = self.fingerprint(), state.get("fingerprint")
+        if theirs != mine:
+            differing = sorted(k for k in mine if not theirs or mine[k] != theirs.get(k))
+            raise StateError(
+                describe(
+                    "The saved state belongs to a different pipeline",
+                    expected=f"the same {', '.join(differing)}",
+                    found=f"saved {[theirs.get(k) for k in differing] if theirs else None}, now {[mine[k] for k in differing]}",
+                    fix="restore with the same files, seed, shuffle window, batch size and shard",
+                )
+            )
+        return int(state["epoch"]), Position.from_dict(state)
+
+    # ------------------------------------------------------------------- keras
+    def to_keras(self, **options: Any) -> "KerasDataset":
+        """Wraps this dataset for ``model.fit/evaluate/predict`` on any backend.
+
+        See :class:`streamfeed.keras.KerasDataset` for the options
+        (``features``, ``label``, ``sample_weight``, ``dtype``, ...).
+        """
+        from .keras.adapter import KerasDataset
+
+        return KerasDataset(self, **options)
+
+
+class EpochIterator:
+    """The running form of one epoch: yields batches (dicts of arrays).
+
+    ``position`` is where the next batch starts; ``state()`` the JSON-able
+    state to save. Owns a producer thread and a read pool: close it.
+    """
+
+    def __init__(self, dataset: Dataset, epoch: int, start: Position) -> None:
+        self.dataset = dataset
+        self.epoch = epoch
+        self.position = start
+        layout = dataset.layout()
+        self._background: BackgroundIterator[tuple[Chunk, Position]] = BackgroundIterator(
+            lambda stop: produce_epoch(dataset, epoch, start, stop),
+            depth=layout.prefetch,
+            name="streamfeed-epoch",
+        )
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return self
+
+    def __next__(self) -> Chunk:
+        batch, self.position = next(self._background)
+        return batch
+
+    @property
+    def wait_seconds(self) -> float:
+        """Time the consumer spent blocked waiting for batches."""
+        return self._background.wait_seconds
+
+    def state(self) -> dict:
+        return self.dataset.make_state(self.epoch, self.position)
+
+    def close(self) -> None:
+        self._background.close()
+
+    def __enter__(self) -> "EpochIterator":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,82 @@
+"""The seeded per-epoch plan: which fragments, in what order, for this worker.
+
+A plan is a pure function of ``(seed, epoch, shard_index, shard_count)`` and
+the fragments' sizes. It holds no data; it is what makes runs reproducible,
+resumable and shardable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
+    """A generator determined by the seed, the epoch and a stream id.
+
+    Seeds are mixed with NumPy's SeedSequence, so ``seed`` and ``seed + 1``
+    give unrelated streams (unlike ``seed + epoch`` arithmetic).
+    """
+    return np.random.default_rng(np.random.SeedSequence([seed, epoch, *stream]))
+
+
+def fragment_order(
+    num_fragments: int,
+    *,
+    seed: int | None,
+    epoch: int,
+    shard_index: int = 0,
+    shard_count: int = 1,
+) -> list[int]:
+    """Fragment indices this shard reads in ``epoch``.
+
+    With ``seed=None`` the order is the source's own. Sharding deals the
+    epoch's (shuffled) order round-robin, so the shards partition the
+    fragments exactly and every shard sees a different mix every epoch.
+    """
+    if not 0 <= shard_index < shard_count:
+        raise ValueError(f"shard_index must be in [0, {shard_count}), got {shard_index}")
+    order = np.arange(num_fragments)
+    if seed is not None:
+        order = epoch_rng(seed, epoch).permutation(num_fragments)
+    return order[shard_index::shard_count].tolist()
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """The read units of one epoch for one shard, and their row counts.
+
+    A read unit is a group of consecutive fragments (in plan order) whose
+    rows are concatenated and, when shuffling, permuted together.
+    """
+
+    units: tuple[tuple[int, ...], ...]
+    unit_rows: tuple[int, ...]
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.unit_rows)
+
+    def rows_before(self, unit: int) -> int:
+        return sum(self.unit_rows[:unit])
+
+
+def make_epoch_plan(
+    fragment_rows: Sequence[int],
+    *,
+    seed: int | None,
+    epoch: int,
+    window: int,
+    shard_index: int = 0,
+    shard_count: int = 1,
+) -> EpochPlan:
+    """Groups this shard's fragment order into read units of ``window`` fragments."""
+    order = fragment_order(
+        len(fragment_rows), seed=seed, epoch=epoch, shard_index=shard_index, shard_count=shard_count
+    )
+    order = [index for index in order if fragment_rows[index] > 0]
+    units = tuple(tuple(order[i : i + window]) for i in range(0, len(order), window))
+    rows = tuple(sum(fragment_rows[index] for index in unit) for unit in units)
+    return EpochPlan(units=units, unit_rows=rows)

@@ -1,0 +1,99 @@
+"""Reads fragments in a bounded thread pool, in plan order, several ahead.
+
+Threads, not processes: pyarrow's readers and NumPy's copies release the
+GIL, so threads overlap I/O and decoding without pickling batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+from typing import Callable, Iterator, Sequence
+
+from ..core import Chunk, Fragment
+from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SkippedUnit
+
+RowOp = Callable[[Chunk], Chunk]
+
+
+def read_fragment(
+    fragment: Fragment,
+    row_ops: Sequence[RowOp],
+    on_error: OnError,
+    report: BadInputReport,
+) -> Chunk | None:
+    """Reads one fragment and applies the per-fragment ops.
+
+    Under ``on_error="skip"`` a fragment that cannot be read is recorded in
+    the report (with its row count) and ``None`` is returned; under
+    ``"raise"`` the error propagates, naming the fragment.
+    """
+    try:
+        chunk = fragment.read()
+        for op in row_ops:
+            chunk = op(chunk)
+        return chunk
+    except (CorruptFileError, DataError) as exc:
+        if on_error == "raise":
+            raise
+        report.add(SkippedUnit(fragment.key, "fragment", str(exc), fragment.num_rows))
+        return None
+
+
+class OrderedReader:
+    """Yields fragment chunks in the given order, reading ``ahead`` at a time.
+
+    At most ``ahead`` fragments are in flight or waiting, so memory is
+    bounded by ``ahead`` fragment sizes whatever the dataset's size.
+    """
+
+    def __init__(
+        self,
+        fragments: Sequence[Fragment],
+        order: Sequence[int],
+        *,
+        row_ops: Sequence[RowOp],
+        threads: int,
+        ahead: int,
+        on_error: OnError,
+        report: BadInputReport,
+        stop: threading.Event,
+    ) -> None:
+        self._fragments = fragments
+        self._order = list(order)
+        self._row_ops = row_ops
+        self._ahead = max(1, ahead)
+        self._on_error = on_error
+        self._report = report
+        self._stop = stop
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, threads), thread_name_prefix="streamfeed-read"
+        )
+
+    def __iter__(self) -> Iterator[Chunk | None]:
+        pending: collections.deque[concurrent.futures.Future] = collections.deque()
+        upcoming = iter(self._order)
+
+        def submit_next() -> None:
+            index = next(upcoming, None)
+            if index is not None:
+                pending.append(
+                    self._pool.submit(
+                        read_fragment,
+                        self._fragments[index],
+                        self._row_ops,
+                        self._on_error,
+                        self._report,
+                    )
+                )
+
+        for _ in range(self._ahead):
+            submit_next()
+        while pending and not self._stop.is_set():
+            chunk = pending.popleft().result()
+            submit_next()
+            yield chunk
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

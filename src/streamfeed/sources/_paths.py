@@ -1,0 +1,94 @@
+"""Turning what the user typed into a filesystem and a sorted list of files.
+
+Accepts a file, a directory (walked recursively), a glob, or a list of any
+of these, as local paths or URIs (``s3://bucket/prefix``) that pyarrow's
+filesystems — or fsspec's, wrapped — understand. Hidden and bookkeeping
+files (``.crc``, ``_SUCCESS``, ``_metadata``) are left out.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Union
+
+import pyarrow.fs as pafs
+
+from ..errors import describe
+
+PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+
+
+@dataclass(frozen=True)
+class ResolvedFiles:
+    filesystem: pafs.FileSystem
+    files: tuple[str, ...]
+    root: str  # common base directory, for hive partition paths
+
+
+def _is_hidden(path: str) -> bool:
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name.startswith((".", "_"))
+
+
+def _filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
+    if filesystem is not None:
+        return filesystem, path
+    if "://" in path:
+        try:
+            return pafs.FileSystem.from_uri(path)
+        except Exception:  # a scheme pyarrow lacks: try fsspec
+            import fsspec
+
+            fs, stripped = fsspec.core.url_to_fs(path)
+            return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), stripped
+    return pafs.LocalFileSystem(), os.path.abspath(path)
+
+
+def resolve_files(paths: PathLike, *, suffixes: tuple[str, ...], filesystem: pafs.FileSystem | None = None) -> ResolvedFiles:
+    """Expands paths, directories and globs into a sorted, de-duplicated file list."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise FileNotFoundError("No paths were given")
+    found: list[str] = []
+    fs: pafs.FileSystem | None = filesystem
+    roots: list[str] = []
+    for item in items:
+        item_fs, path = _filesystem_for(os.fspath(item), filesystem)
+        fs = fs or item_fs
+        if any(ch in path for ch in "*?["):
+            matches = _glob(item_fs, path)
+            roots.append(path.split("*")[0].rsplit("/", 1)[0])
+        else:
+            info = item_fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                raise FileNotFoundError(describe("No such file or directory", where=path, fix="check the path"))
+            if info.type == pafs.FileType.Directory:
+                selector = pafs.FileSelector(path, recursive=True)
+                matches = [
+                    entry.path
+                    for entry in item_fs.get_file_info(selector)
+                    if entry.type == pafs.FileType.File
+                    and not any(_is_hidden(part) for part in entry.path[len(path) :].split("/") if part)
+                    and (not suffixes or entry.path.lower().endswith(suffixes) or "." not in entry.base_name)
+                ]
+                roots.append(path)
+            else:
+                matches = [path]
+                roots.append(path.rsplit("/", 1)[0])
+        found.extend(matches)
+    files = tuple(sorted(set(found)))
+    root = os.path.commonpath(roots) if len(roots) > 1 else roots[0]
+    return ResolvedFiles(filesystem=fs, files=files, root=root)
+
+
+def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
+    if isinstance(fs, pafs.LocalFileSystem):
+        return [str(Path(p)) for p in globlib.glob(pattern, recursive=True) if os.path.isfile(p)]
+    import fnmatch
+
+    base = pattern.split("*")[0].rsplit("/", 1)[0]
+    entries = fs.get_file_info(pafs.FileSelector(base, recursive=True))
+    return [e.path for e in entries if e.type == pafs.FileType.File and fnmatch.fnmatch(e.path, pattern)]

@@ -1,0 +1,309 @@
+"""Parquet files, directories, globs and hive-partitioned trees.
+
+Every file's footer is read when the source opens (in parallel): that gives
+exact row counts before the first batch, finds truncated or non-Parquet
+files before training starts, and lets the schemas of all files be unified
+(``_schema.py``) instead of trusting the first one. Row groups are the
+fragments; a large row group is read as one fragment (pyarrow cannot start
+decoding mid-group without decoding its prefix), so write files with row
+groups that fit the memory limit — ``streamfeed inspect`` warns otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from ..core import Chunk, NullPolicy
+from ..errors import BadInputReport, CorruptFileError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ._arrow import ColumnPolicy, Where, table_to_chunk
+from ._paths import PathLike, resolve_files
+from ._schema import unify
+
+_INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass(frozen=True)
+class ParquetFragment:
+    """One row group of one file (with partition values and the unified schema)."""
+
+    key: str
+    num_rows: int
+    path: str
+    row_group: int
+    first_row: int
+    _fragment: Any  # pyarrow ParquetFileFragment restricted to this row group
+    _schema: pa.Schema
+    _columns: tuple[str, ...]
+    _filter: Any
+    _policy: ColumnPolicy
+    _missing: frozenset[str]
+
+    def read(self) -> Chunk:
+        where = Where(self.path, self.row_group, self.first_row, self._missing)
+        try:
+            table = self._fragment.to_table(
+                schema=self._schema,
+                columns=list(self._columns),
+                filter=self._filter,
+                use_threads=False,  # fragments are read in parallel already
+                fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False),
+            )
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptFileError(
+                describe(
+                    "Could not read a Parquet row group",
+                    where=f"{self.path}, row group {self.row_group}",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix="check the file (streamfeed inspect), or pass on_error='skip' to leave it out and report it",
+                )
+            ) from exc
+        return table_to_chunk(table, self._policy, where)
+
+    def count(self) -> int:
+        """Rows that pass the filter (reads only the columns the filter uses)."""
+        return self._fragment.count_rows(filter=self._filter, schema=self._schema)
+
+
+def _partition_values(path: str, root: str) -> dict[str, str | None]:
+    relative = path[len(root) :].strip("/").split("/")[:-1]
+    values: dict[str, str | None] = {}
+    for segment in relative:
+        if "=" in segment:
+            key, value = segment.split("=", 1)
+            values[key] = None if value == _HIVE_NULL else value
+    return values
+
+
+def _partition_type(values: Sequence[str | None]) -> pa.DataType:
+    present = [value for value in values if value is not None]
+    for kind, parse in ((pa.int64(), int), (pa.float64(), float)):
+        try:
+            for value in present:
+                parse(value)
+            return kind if present else pa.string()
+        except ValueError:
+            continue
+    return pa.string()
+
+
+class ParquetSource:
+    """Opens Parquet input: footers, unified schema, row-group fragments."""
+
+    def __init__(
+        self,
+        paths: PathLike,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,  # noqa: A002 - pyarrow's own name for it
+        filesystem: pafs.FileSystem | None = None,
+        policy: ColumnPolicy = ColumnPolicy(),
+        on_error: OnError = "raise",
+        report: BadInputReport | None = None,
+        threads: int = 8,
+    ) -> None:
+        self.report = report or BadInputReport()
+        resolved = resolve_files(paths, suffixes=(".parquet", ".pq", ".parq"), filesystem=filesystem)
+        self.filesystem, self.root = resolved.filesystem, resolved.root
+        file_format = pads.ParquetFileFormat()
+        partitions = {path: _partition_values(path, self.root) for path in resolved.files}
+        keys = list(dict.fromkeys(k for values in partitions.values() for k in values))
+        partition_schema = pa.schema(
+            [(key, _partition_type([partitions[p].get(key) for p in resolved.files])) for key in keys]
+        )
+
+        def open_file(path: str) -> tuple[str, Any]:
+            expression = None
+            for key, value in partitions[path].items():
+                term = pads.field(key).is_null() if value is None else pads.field(key) == pa.scalar(value).cast(partition_schema.field(key).type)
+                expression = term if expression is None else expression & term
+            try:
+                fragment = file_format.make_fragment(path, self.filesystem, partition_expression=expression)
+                fragment.ensure_complete_metadata()
+                return path, fragment
+            except (pa.ArrowException, OSError) as exc:
+                return path, exc
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            opened = list(pool.map(open_file, resolved.files))
+        good = []
+        for path, result in opened:
+            if isinstance(result, Exception):
+                error = CorruptFileError(
+                    describe(
+                        "A file is not readable Parquet (corrupt, truncated, or another format)",
+                        where=path,
+                        expected="a Parquet footer ending in the magic bytes 'PAR1'",
+                        found=f"{type(result).__name__}: {result}",
+                        fix="remove or rewrite the file, or pass on_error='skip' to leave it out and report it",
+                    )
+                )
+                if on_error == "raise":
+                    raise error from result
+                self.report.add(SkippedUnit(path, "file", str(error), None))
+            else:
+                good.append((path, result))
+        self.files = tuple(path for path, _ in good)
+
+        file_schemas = [(path, fragment.physical_schema) for path, fragment in good]
+        data_schema, missing = unify(file_schemas)
+        full_schema = pa.schema(list(data_schema) + [f for f in partition_schema if f.name not in data_schema.names])
+        index_columns = self._index_columns(file_schemas)
+        if columns is None:
+            columns = [name for name in full_schema.names if name not in index_columns]
+        unknown = [name for name in columns if name not in full_schema.names]
+        if unknown:
+            raise SchemaError(
+                describe(
+                    f"Columns {unknown} are not in the data",
+                    where=self.root,
+                    expected=f"names among {full_schema.names}",
+                    fix="check the spelling in columns=[...]",
+                )
+            )
+        self.schema = full_schema
+        self._columns = tuple(columns)
+        self._filter = filter
+        self.fragments = self._split(good, full_schema, missing, policy)
+        if filter is not None:
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                counts = list(pool.map(ParquetFragment.count, self.fragments))
+            self.fragments = [
+                dataclass_replace(fragment, num_rows=count) for fragment, count in zip(self.fragments, counts) if count
+            ]
+        self.report.total_rows = sum(fragment.num_rows for fragment in self.fragments)
+        self.row_bytes = self._row_bytes(good)
+
+    @staticmethod
+    def _index_columns(file_schemas: Sequence[tuple[str, pa.Schema]]) -> set[str]:
+        """Columns pandas wrote for its index: bookkeeping, never a feature by default."""
+        names: set[str] = set()
+        for _, schema in file_schemas:
+            names.update(name for name in schema.names if _INDEX_COLUMN.match(name))
+            pandas = schema.pandas_metadata or {}
+            names.update(column for column in pandas.get("index_columns", []) if isinstance(column, str))
+        return names
+
+    def _split(self, good: Sequence[tuple[str, Any]], schema: pa.Schema, missing: Mapping[str, frozenset[str]], policy: ColumnPolicy) -> list[ParquetFragment]:
+        fragments = []
+        for path, fragment in good:
+            metadata = fragment.metadata
+            first = 0
+            pieces = fragment.split_by_row_group(self._filter, schema=schema) if self._filter is not None else fragment.split_by_row_group()
+            kept = {piece.row_groups[0].id: piece for piece in pieces}
+            for group in range(metadata.num_row_groups):
+                rows = metadata.row_group(group).num_rows
+                if group in kept and rows:
+                    fragments.append(
+                        ParquetFragment(
+                            key=f"{path}#rg={group}",
+                            num_rows=rows,
+                            path=path,
+                            row_group=group,
+                            first_row=first,
+                            _fragment=kept[group],
+                            _schema=schema,
+                            _columns=self._columns,
+                            _filter=self._filter,
+                            _policy=policy,
+                            _missing=missing.get(path, frozenset()),
+                        )
+                    )
+                first += rows
+        return fragments
+
+    def _row_bytes(self, good: Sequence[tuple[str, Any]]) -> float:
+        """Uncompressed bytes per row of the projected columns (from the first footer)."""
+        if not good:
+            return 64.0
+        metadata = good[0][1].metadata
+        wanted = set(self._columns)
+        total, rows = 0, 0
+        for group in range(metadata.num_row_groups):
+            rg = metadata.row_group(group)
+            rows += rg.num_rows
+            for i in range(rg.num_columns):
+                column = rg.column(i)
+                if column.path_in_schema.split(".")[0] in wanted:
+                    total += column.total_uncompressed_size
+        return max(8.0, total / max(rows, 1)) + 8.0 * sum(1 for name in self._columns if name not in metadata.schema.names)
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self._columns)
+
+    def fingerprint(self) -> dict:
+        infos = self.filesystem.get_file_info(list(self.files))
+        digest = hashlib.sha1()
+        for info in infos:
+            digest.update(f"{info.path}\0{info.size}\n".encode())
+        return {
+            "format": "parquet",
+            "files": len(self.files),
+            "digest": digest.hexdigest()[:16],
+            "columns": list(self._columns),
+            "filter": None if self._filter is None else str(self._filter),
+        }
+
+
+def dataclass_replace(fragment: ParquetFragment, **changes: Any) -> ParquetFragment:
+    import dataclasses
+
+    return dataclasses.replace(fragment, **changes)
+
+
+def read_parquet(
+    paths: PathLike,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: Any = None,  # noqa: A002
+    filesystem: pafs.FileSystem | None = None,
+    nulls: NullPolicy = "raise",
+    fill: Any = None,
+    list_lengths: Mapping[str, int] | None = None,
+    on_error: OnError = "raise",
+    max_bad_fraction: float | None = None,
+    max_bad_count: int | None = None,
+    report_path: str | os.PathLike | None = None,
+):
+    """Streams Parquet data: a file, a directory, a glob, a list, or URIs.
+
+    Args:
+        columns: the columns to read (projection); by default all but pandas
+            index columns.
+        filter: a ``pyarrow.dataset`` expression, pushed down to skip row
+            groups by their statistics and rows by value.
+        nulls: ``"raise"`` (default) names the column, file and row of the
+            first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
+            ``fill`` (one value, or a dict by column).
+        list_lengths: pads variable-length list columns to fixed lengths.
+        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files and
+            row groups, recorded in ``dataset.report`` (and as JSON lines in
+            ``report_path``) with exact counts, within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    from ..pipeline import Dataset
+
+    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
+    source = ParquetSource(
+        paths,
+        columns=columns,
+        filter=filter,
+        filesystem=filesystem,
+        policy=policy,
+        on_error=on_error,
+        report=report,
+    )
+    return Dataset(source=source, on_error=on_error, report=report, row_count_known=nulls != "drop")
