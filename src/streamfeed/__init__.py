@@ -20,6 +20,16 @@ from .sources import read_parquet
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # ``sf.keras`` imports Keras only when asked for: reading data needs no backend.
+    if name == "keras":
+        import importlib
+
+        return importlib.import_module(".keras", __name__)
+    raise AttributeError(f"module 'streamfeed' has no attribute {name!r}")
+
+
 __all__ = [
     "BadInputReport",
     "Chunk",

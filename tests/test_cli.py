@@ -1,0 +1,34 @@
+"""The command line, called in-process through ``main(argv)``."""
+
+import json
+
+import pytest
+
+from streamfeed.cli import main
+
+
+def test_demo_trains_on_generated_data_and_reports(tmp_path, capsys):
+    code = main(["demo", "--rows", "6000", "--features", "4", "--epochs", "2", "--batch-size", "512",
+                 "--data-dir", str(tmp_path), "--json", "--quiet"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["rows"] == 6000 and result["epochs"] == 2
+    assert result["bytes_on_disk"] > 6000 * 4 * 4 * 0.5  # float32 features, compressed at most 2x
+    assert result["rows_per_second"] > 0 and result["peak_rss_bytes"] > 0
+    assert 0.0 <= result["input_wait_share"] <= 1.0
+    # the label is a noisy linear function of the features: two epochs must learn something
+    assert result["final_loss"] < 4.0
+
+
+def test_demo_reuses_cached_data(tmp_path, capsys):
+    args = ["demo", "--rows", "3000", "--features", "3", "--epochs", "1", "--data-dir", str(tmp_path), "--json", "--quiet"]
+    main(args)
+    files = sorted(p.stat().st_mtime_ns for p in tmp_path.rglob("*.parquet"))
+    main(args)
+    assert sorted(p.stat().st_mtime_ns for p in tmp_path.rglob("*.parquet")) == files
+
+
+def test_unknown_command_exits_with_usage():
+    with pytest.raises(SystemExit) as exc:
+        main(["nope"])
+    assert exc.value.code == 2
