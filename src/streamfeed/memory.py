@@ -1,8 +1,8 @@
 """Sizing the pipeline's buffers to a memory limit, and measuring RSS.
 
 The pipeline holds data in three places: fragments being read (``read_ahead``),
-the shuffle window being assembled (its pieces, their concatenation and the
-permuted copy), and the prefetch queue of finished batches. Their sum is a
+the shuffle window being assembled (its pieces and the unit buffer they are
+concatenated into), and the prefetch queue of finished batches. Their sum is a
 figure we can compute before the first read; :func:`plan_layout` shrinks the
 window first, then read-ahead, then prefetch, until it fits.
 """
@@ -34,7 +34,7 @@ class Layout:
 
 def estimate_bytes(row_bytes: float, fragment_rows: float, batch_rows: int, *, read_ahead: int, window: int, prefetch: int, shuffled: bool) -> int:
     """Peak bytes held by the pipeline's own buffers for this layout."""
-    assembly = (3 if shuffled else 1) * window  # pieces + concatenation + permuted copy
+    assembly = (2 if shuffled else 1) * window  # pieces + the reused unit buffer
     fragments = (read_ahead + assembly) * fragment_rows
     batches = 2 * prefetch * batch_rows  # a batch and its packed form
     return int(row_bytes * (fragments + batches))
@@ -61,7 +61,7 @@ def plan_layout(
         chosen_window = window
     else:
         per_fragment = max(1.0, row_bytes * fragment_rows)
-        chosen_window = int(limit // (5 * per_fragment))  # 3 for assembly + 2 for reading ahead
+        chosen_window = int(limit // (4 * per_fragment))  # 2 for assembly + 2 for reading ahead
         chosen_window = max(1, min(MAX_DEFAULT_WINDOW, chosen_window))
     ahead = max(threads, chosen_window) if shuffled else 2 * threads
 

@@ -6,17 +6,20 @@ it. It runs in the background thread of :class:`BackgroundIterator`.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import TYPE_CHECKING, Iterator
 
 from ..core import Chunk, Position, chunk_len, slice_chunk
 from ..errors import StateError, describe
 from ..transforms.batch import Batcher
-from ..transforms.shuffle import assemble_unit
+from ..transforms.shuffle import UnitBuffer, permuted_pieces, unit_permutation
 from .reader import OrderedReader
 
 if TYPE_CHECKING:
     from ..pipeline import Dataset
+
+_UNBATCHED_PIECE_ROWS = 65_536
 
 
 def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threading.Event) -> Iterator[tuple[Chunk, Position]]:
@@ -48,6 +51,7 @@ def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threadi
         stop=stop,
     )
     batcher = Batcher(dataset.batch_size, dataset.last_batch) if dataset.batch_size else None
+    buffer = UnitBuffer() if dataset.shuffled else None
     chunks = iter(reader)
     try:
         for unit_index in range(start.unit, len(plan.units)):
@@ -58,27 +62,53 @@ def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threadi
                     return
                 if chunk is not None:  # None: skipped under on_error="skip"
                     pieces.append(chunk)
-            unit = assemble_unit(
-                pieces,
-                seed=dataset.seed,
-                epoch=epoch,
-                shard_index=dataset.shard_index,
-                unit_index=unit_index,
-            ) if pieces else {}
-            rows = chunk_len(unit)
             offset = start.offset if unit_index == start.unit else 0
-            rest = slice_chunk(unit, offset, rows)
-            if batcher is None:
-                if rows > offset:
-                    yield _apply(dataset, rest), Position(unit_index + 1, 0)
-                continue
-            for batch, position in batcher.add(rest, unit_index, offset, rows):
-                yield _apply(dataset, batch), position
+            for piece, piece_start, rows in _unit_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher):
+                if batcher is None:
+                    end = piece_start + chunk_len(piece)
+                    yield _apply(dataset, piece), Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
+                    continue
+                for batch, position in batcher.add(piece, unit_index, piece_start, rows):
+                    yield _apply(dataset, batch), position
         if batcher is not None:
             for batch, position in batcher.finish():
                 yield _apply(dataset, batch), position
     finally:
         reader.close()
+
+
+def _unit_pieces(
+    dataset: "Dataset",
+    epoch: int,
+    unit_index: int,
+    pieces: list[Chunk],
+    offset: int,
+    buffer: UnitBuffer | None,
+    batcher: Batcher | None,
+) -> Iterator[tuple[Chunk, int, int]]:
+    """A unit's rows from ``offset`` as ``(piece, first row's index, unit rows)``.
+
+    Unshuffled, the pieces are views of the fragments' chunks. Shuffled,
+    each piece is gathered from the unit buffer, sized to complete the
+    batcher's next batch so that batches need no further copy.
+    """
+    rows = sum(chunk_len(piece) for piece in pieces)
+    if rows <= offset:
+        return
+    if buffer is None:
+        seen = 0
+        for piece in pieces:
+            size = chunk_len(piece)
+            if seen + size > offset:
+                skip = max(0, offset - seen)
+                yield slice_chunk(piece, skip, size), seen + skip, rows
+            seen += size
+        return
+    buffer.load(pieces)
+    order = unit_permutation(rows, seed=dataset.seed, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
+    sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
+    for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
+        yield piece, piece_start, rows
 
 
 def _apply(dataset: "Dataset", batch: Chunk) -> Chunk:

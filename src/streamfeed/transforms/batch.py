@@ -42,6 +42,11 @@ class Batcher:
         self._held = 0
         self._end = Position()
 
+    @property
+    def room(self) -> int:
+        """Rows that would complete the next batch."""
+        return self.batch_size - self._held
+
     def add(self, chunk: Chunk, unit: int, offset: int, unit_rows: int) -> Iterator[tuple[Chunk, Position]]:
         """Adds rows ``offset..`` of read unit ``unit`` (``chunk`` starts there)."""
         rows = chunk_len(chunk)

@@ -6,29 +6,106 @@ any row of the ``window`` fragments read with it at fine grain. Because a
 unit's permutation is a pure function of ``(seed, epoch, shard, unit)``,
 resuming needs only the unit number and an offset: the unit is re-read and
 permuted again, identically.
+
+The unit is concatenated into one buffer that is reused from unit to unit
+and each batch is gathered from it directly: one copy per row, and no
+fresh window-sized allocation per unit (whose page faults cost more than
+the gather itself, measured: 0.23 s vs 0.06 s for a 95 MB window).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
-from ..core import Chunk, chunk_len, concat_chunks, take_chunk
+import numpy as np
+
+from ..core import Chunk, chunk_len
 from ..plan import epoch_rng
 
 _SHUFFLE_STREAM = 1  # keeps row permutations independent of the fragment order stream
 
 
-def assemble_unit(
-    chunks: Sequence[Chunk],
-    *,
-    seed: int | None,
-    epoch: int,
-    shard_index: int,
-    unit_index: int,
-) -> Chunk:
-    """Concatenates a unit's fragment chunks; permutes the rows when seeded."""
-    unit = concat_chunks(chunks)
-    if seed is None:
-        return unit
-    rng = epoch_rng(seed, epoch, _SHUFFLE_STREAM, shard_index, unit_index)
-    return take_chunk(unit, rng.permutation(chunk_len(unit)))
+def unit_permutation(rows: int, *, seed: int, epoch: int, shard_index: int, unit_index: int) -> np.ndarray:
+    """The order in which a unit's rows are emitted."""
+    return epoch_rng(seed, epoch, _SHUFFLE_STREAM, shard_index, unit_index).permutation(rows)
+
+
+class UnitBuffer:
+    """Holds one unit's rows in buffers reused across units; gathers batches.
+
+    One-dimensional columns of the same dtype are stored side by side in
+    one row-major block, so a batch is one row gather per dtype rather than
+    one gather per column (33 columns: 64 k ``take`` calls an epoch became
+    2 k). Reuse is safe because nothing downstream keeps a view of the
+    buffers: gathered batches are copies.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[str, np.ndarray] = {}
+        self._layout: list[tuple[str, str, int | None]] = []  # (column, block, index in block or None)
+        self._rows = 0
+
+    def load(self, pieces: Sequence[Chunk]) -> None:
+        """Copies the unit's chunks (in order) into the buffers."""
+        rows = sum(chunk_len(piece) for piece in pieces)
+        first = pieces[0]
+        grouped: dict[str, list[str]] = {}
+        self._layout = []
+        for name, column in first.items():
+            if column.ndim == 1 and column.dtype.kind in "biuf":
+                group = grouped.setdefault(f"dtype:{column.dtype.str}", [])
+                self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
+                group.append(name)
+            else:
+                self._layout.append((name, f"column:{name}", None))
+        for block_name, names in grouped.items():
+            block = self._block(block_name, (rows, len(names)), first[names[0]].dtype)
+            start = 0
+            for piece in pieces:
+                _interleave(block[start : start + chunk_len(piece)], [piece[name] for name in names])
+                start += chunk_len(piece)
+        for name, block_name, index in self._layout:
+            if index is None:
+                block = self._block(block_name, (rows, *first[name].shape[1:]), first[name].dtype)
+                np.concatenate([piece[name] for piece in pieces], out=block)
+        self._rows = rows
+
+    def _block(self, name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        block = self._blocks.get(name)
+        if block is None or block.shape[0] < shape[0] or block.shape[1:] != shape[1:] or block.dtype != dtype:
+            block = np.empty(shape, dtype=dtype)
+            self._blocks[name] = block
+        return block[: shape[0]]
+
+    def gather(self, indices: np.ndarray) -> Chunk:
+        """Rows at ``indices`` of the loaded unit, as a new chunk."""
+        taken = {name: np.take(block[: self._rows], indices, axis=0) for name, block in self._blocks.items()}
+        out: Chunk = {}
+        for name, block_name, index in self._layout:
+            out[name] = taken[block_name] if index is None else taken[block_name][:, index]
+        return out
+
+
+def _interleave(block: np.ndarray, columns: Sequence[np.ndarray]) -> None:
+    """Writes columns side by side into ``block`` (rows x columns).
+
+    Stacking into a contiguous (columns x rows) array and copying its
+    transpose is several times faster than column-at-a-time strided writes
+    (measured 0.1 s vs 1.1 s for 2 M rows x 33 columns): NumPy copies a
+    transpose in cache-friendly blocks.
+    """
+    block[:] = np.stack(columns).T
+
+
+def permuted_pieces(buffer: UnitBuffer, order: np.ndarray, offset: int, sizes: Iterator[int]) -> Iterator[tuple[Chunk, int]]:
+    """Gathers rows ``order[offset:]`` in pieces of the requested sizes.
+
+    Yields ``(piece, start)``, where ``start`` is the piece's first row's
+    index in the unit's emitted order.
+    """
+    start = offset
+    rows = len(order)
+    while start < rows:
+        stop = min(rows, start + next(sizes))
+        yield buffer.gather(order[start:stop]), start
+        start = stop
