@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import glob as globlib
 import os
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Union
 
+import urllib.parse
+
+import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import describe
+from ..errors import MissingDependencyError, describe, require
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -37,13 +41,18 @@ def _filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs
     if filesystem is not None:
         return filesystem, path
     if "://" in path:
+        for uri in (path, urllib.parse.quote(path, safe=":/=&?%")):  # URIs with spaces need quoting
+            try:
+                return pafs.FileSystem.from_uri(uri)
+            except pa.ArrowInvalid:
+                continue
+        # a scheme pyarrow lacks (gcs via gcsfs, memory://, ...): go through fsspec
+        fsspec = require("fsspec", "s3")
         try:
-            return pafs.FileSystem.from_uri(path)
-        except Exception:  # a scheme pyarrow lacks: try fsspec
-            import fsspec
-
             fs, stripped = fsspec.core.url_to_fs(path)
-            return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), stripped
+        except ImportError as exc:
+            raise MissingDependencyError(describe(f"No filesystem is installed for {path!r}", found=str(exc), fix="install the fsspec implementation it names")) from exc
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), stripped
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
@@ -58,8 +67,12 @@ def resolve_files(paths: PathLike, *, suffixes: tuple[str, ...], filesystem: paf
     for item in items:
         item_fs, path = _filesystem_for(os.fspath(item), filesystem)
         fs = fs or item_fs
-        if any(ch in path for ch in "*?["):
+        if _is_pattern(item_fs, path):
             matches = _glob(item_fs, path)
+            if not matches:
+                raise FileNotFoundError(
+                    describe("No file matches the pattern", where=path, fix="check the pattern: a glob that matches nothing would read no data")
+                )
             roots.append(path.split("*")[0].rsplit("/", 1)[0])
         else:
             info = item_fs.get_file_info(path)
@@ -82,6 +95,11 @@ def resolve_files(paths: PathLike, *, suffixes: tuple[str, ...], filesystem: paf
     files = tuple(sorted(set(found)))
     root = os.path.commonpath(roots) if len(roots) > 1 else roots[0]
     return ResolvedFiles(filesystem=fs, files=files, root=root)
+
+
+def _is_pattern(fs: pafs.FileSystem, path: str) -> bool:
+    """Wildcards make a glob, unless a file or directory has that very name (``run[1]/``)."""
+    return any(ch in path for ch in "*?[") and fs.get_file_info(path).type == pafs.FileType.NotFound
 
 
 def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
