@@ -103,7 +103,11 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (Linux reports KiB)."""
+    """Peak resident set size of this process so far.
+
+    Linux reports the high-water mark in KiB and updates it lazily, so it
+    can trail the current RSS; the larger of the two is the peak.
+    """
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, rss_bytes())

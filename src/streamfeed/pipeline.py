@@ -28,7 +28,7 @@ import numpy as np
 
 from .core import Chunk, Position, Source, chunk_len
 from .errors import BadInputReport, DataError, OnError, StateError, describe
-from .memory import Layout, plan_layout
+from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
 from .runtime.epoch import produce_epoch
@@ -329,6 +329,17 @@ class EpochIterator:
 
     def state(self) -> dict:
         return self.dataset.make_state(self.epoch, self.position)
+
+    def memory(self) -> dict[str, int]:
+        """The pipeline's own buffer estimate next to the process's measured RSS."""
+        from .memory import peak_rss_bytes, rss_bytes
+
+        return {
+            "estimated_pipeline_bytes": self.dataset.layout().estimated_bytes,
+            "memory_limit_bytes": self.dataset.memory_limit or DEFAULT_MEMORY_LIMIT,
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
+        }
 
     def close(self) -> None:
         self._background.close()
