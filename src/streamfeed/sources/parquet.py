@@ -15,6 +15,7 @@ import concurrent.futures
 import hashlib
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -49,7 +50,8 @@ class ParquetFragment:
     _missing: frozenset[str]
 
     def read(self) -> Chunk:
-        where = Where(self.path, self.row_group, self.first_row, self._missing)
+        locate = self._row_before_filter if self._filter is not None else None
+        where = Where(self.path, self.row_group, self.first_row, self._missing, locate)
         try:
             table = self._fragment.to_table(
                 schema=self._schema,
@@ -69,18 +71,44 @@ class ParquetFragment:
             ) from exc
         return table_to_chunk(table, self._policy, where)
 
+    def _row_before_filter(self, index: int) -> int:
+        """The row of this row group that is row ``index`` of its filtered table.
+
+        Only error messages need it, so the row group is re-read then,
+        rather than every read numbering its rows.
+        """
+        table = self._fragment.to_table(schema=self._schema, use_threads=False)
+        numbered = table.append_column("__streamfeed_row__", pa.array(range(table.num_rows), pa.int64()))
+        return numbered.filter(self._filter)["__streamfeed_row__"][index].as_py()
+
     def count(self) -> int:
-        """Rows that pass the filter (reads only the columns the filter uses)."""
-        return self._fragment.count_rows(filter=self._filter, schema=self._schema)
+        """Rows that pass the filter (reads only the columns the filter uses).
+
+        Counts scanned batches, with no column projected, rather than asking
+        pyarrow for a count: ``Fragment.count_rows`` takes no schema (which
+        the filter needs to name partition columns and columns this file
+        lacks), and ``Scanner.count_rows`` answers for the whole file, not
+        this row group, when the partition alone decides the filter.
+        """
+        scanner = pads.Scanner.from_fragment(
+            self._fragment, schema=self._schema, columns=[], filter=self._filter, use_threads=False
+        )
+        return sum(batch.num_rows for batch in scanner.to_batches())
 
 
 def _partition_values(path: str, root: str) -> dict[str, str | None]:
+    """``key=value`` directory names below ``root``, values URI-decoded.
+
+    Writers (pyarrow, Spark) URI-encode values, so ``new york`` is stored as
+    ``city=new%20york`` and ``a/b`` as ``a%2Fb``; pyarrow's hive partitioning
+    decodes them the same way.
+    """
     relative = path[len(root) :].strip("/").split("/")[:-1]
     values: dict[str, str | None] = {}
     for segment in relative:
         if "=" in segment:
             key, value = segment.split("=", 1)
-            values[key] = None if value == _HIVE_NULL else value
+            values[key] = None if value == _HIVE_NULL else urllib.parse.unquote(value)
     return values
 
 
@@ -182,6 +210,7 @@ class ParquetSource:
             ]
         self.report.total_rows = sum(fragment.num_rows for fragment in self.fragments)
         self.row_bytes = self._row_bytes(good)
+        self._fingerprint: dict | None = None
 
     @staticmethod
     def _index_columns(file_schemas: Sequence[tuple[str, pa.Schema]]) -> set[str]:
@@ -242,6 +271,12 @@ class ParquetSource:
         return list(self._columns)
 
     def fingerprint(self) -> dict:
+        """Files (paths and sizes, as opened), columns and filter; computed once."""
+        if self._fingerprint is None:
+            self._fingerprint = self._compute_fingerprint()
+        return self._fingerprint
+
+    def _compute_fingerprint(self) -> dict:
         infos = self.filesystem.get_file_info(list(self.files))
         digest = hashlib.sha1()
         for info in infos:
