@@ -37,8 +37,23 @@ def read_fragment(
     except (CorruptFileError, DataError) as exc:
         if on_error == "raise":
             raise
-        report.add(SkippedUnit(fragment.key, "fragment", str(exc), fragment.num_rows))
+        path, location = _report_location(fragment)
+        report.add(SkippedUnit(path, location, str(exc), fragment.num_rows))
         return None
+
+
+def _report_location(fragment: Fragment) -> tuple[str, str]:
+    """The file and the place in it that a skipped fragment covers.
+
+    The report's ``path`` must be a file, as for skipped files, so that
+    entries group by file; fragments that know theirs (``path``, and a
+    ``row_group`` for Parquet) say so, others are named by their key.
+    """
+    path = getattr(fragment, "path", None)
+    if path is None:
+        return fragment.key, "fragment"
+    row_group = getattr(fragment, "row_group", None)
+    return path, f"row group {row_group}" if row_group is not None else f"fragment {fragment.key}"
 
 
 class OrderedReader:

@@ -9,7 +9,7 @@ row), are dropped, or are filled with the user's value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -33,10 +33,22 @@ class ColumnPolicy:
     list_lengths: Mapping[str, int] = field(default_factory=dict)
     pad_value: Any = 0
 
-    def fill_for(self, column: str) -> Any:
+    def fill_for(self, column: str, where: str) -> Any:
+        """The value for ``column``'s nulls; ``where`` (file, row) is named if there is none.
+
+        A ValueError, not a DataError: it is a setting to fix, which
+        ``on_error="skip"`` must not turn into silently skipped rows.
+        """
         value = self.fill.get(column) if isinstance(self.fill, Mapping) else self.fill
         if value is None:
-            raise ValueError(f"nulls='fill' needs a fill value for column {column!r}")
+            raise ValueError(
+                describe(
+                    f"Column {column!r} has a null or NaN value but no fill value",
+                    where=where,
+                    expected="a fill value for every column with nulls (nulls='fill')",
+                    fix=f"add {column!r} to fill={{...}}, or pass one fill value for every column",
+                )
+            )
         return value
 
 
@@ -48,10 +60,12 @@ class Where:
     row_group: int | None = None
     first_row: int = 0
     missing_columns: frozenset[str] = frozenset()
+    locate: Callable[[int], int] | None = None  # table row -> row of the group, when a filter removed rows
 
     def row(self, index: int) -> str:
         group = f", row group {self.row_group}" if self.row_group is not None else ""
-        return f"{self.path}{group}, row {self.first_row + index} of the file"
+        within = self.locate(index) if self.locate is not None else index
+        return f"{self.path}{group}, row {self.first_row + within} of the file"
 
 
 def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa.Table:
@@ -81,7 +95,7 @@ def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa
                     "or leave the column out with columns=[...]",
                 )
             )
-        value = policy.fill_for(name)
+        value = policy.fill_for(name, where.row(pc.index(bad, True).as_py()))
         filled = column.fill_null(pa.scalar(value, type=column.type)) if column.null_count else column
         if pa.types.is_floating(filled.type):
             filled = pc.if_else(pc.is_nan(filled), pa.scalar(value, type=filled.type), filled)

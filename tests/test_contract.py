@@ -1,0 +1,352 @@
+"""The contract every source meets, checked through the whole pipeline.
+
+To add a source (CSV, HDF5, images, TFRecord, NumPy, ...), append a factory
+to ``FACTORIES`` and, for a zero-row input, one to ``EMPTY_FACTORIES``. A
+factory takes ``tmp_path``, writes a few hundred rows with the format's real
+writer and returns ``(dataset, expected_ids)``: an unbatched, unshuffled
+:class:`streamfeed.Dataset` and the ids it must yield. Rows hold at least
+``id`` (int) and ``x = id / 2``, so the checks can tell which rows came out
+and that a row's columns were never separated. Use several fragments of
+uneven sizes so batches straddle them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+import streamfeed as sf
+from streamfeed.transforms.batch import PAD_MASK
+
+Factory = Callable[[Path], "tuple[sf.Dataset, np.ndarray]"]
+
+
+# ------------------------------------------------------------------ factories
+def _columns(ids: np.ndarray) -> dict[str, np.ndarray]:
+    ids = np.asarray(ids, dtype=np.int64)
+    return {"id": ids, "x": ids / 2.0, "name": np.array([f"n{i % 7}" for i in ids], dtype=object)}
+
+
+def parquet_single_file(tmp_path: Path):
+    """One file of 700 rows in row groups of 97 (the last one 27)."""
+    ids = np.arange(700)
+    pq.write_table(pa.table(_columns(ids)), tmp_path / "one.parquet", row_group_size=97)
+    return sf.read_parquet(tmp_path / "one.parquet"), ids
+
+
+def parquet_directory(tmp_path: Path):
+    """A directory with one file per real writer, of different row-group sizes."""
+    root = tmp_path / "dir"
+    (root / "nested").mkdir(parents=True)
+    pq.write_table(pa.table(_columns(np.arange(0, 300))), root / "a.parquet", row_group_size=97)
+    pd.DataFrame(_columns(np.arange(300, 550))).to_parquet(root / "b.parquet", index=False, row_group_size=60)
+    pl.DataFrame(_columns(np.arange(550, 800))).write_parquet(root / "nested" / "c.parquet", row_group_size=128)
+    return sf.read_parquet(root), np.arange(800)
+
+
+def parquet_hive(tmp_path: Path):
+    """A hive tree partitioned by an int and a string column (pyarrow.dataset)."""
+    ids = np.arange(600)
+    table = pa.table({**_columns(ids), "part": ids % 3, "tag": np.array(["a", "b c"], dtype=object)[ids % 2]})
+    pads.write_dataset(
+        table,
+        tmp_path / "hive",
+        format="parquet",
+        partitioning=["part", "tag"],
+        partitioning_flavor="hive",
+        max_rows_per_group=40,
+        min_rows_per_group=40,
+    )
+    return sf.read_parquet(tmp_path / "hive"), ids
+
+
+def parquet_glob(tmp_path: Path):
+    """A glob that matches four of five files (``other.parquet`` must stay out)."""
+    root = tmp_path / "glob"
+    root.mkdir()
+    for number in range(4):
+        ids = np.arange(number * 150, (number + 1) * 150)
+        pq.write_table(pa.table(_columns(ids)), root / f"part-{number}.parquet", row_group_size=64)
+    pq.write_table(pa.table(_columns(np.arange(10_000, 10_050))), root / "other.parquet")
+    return sf.read_parquet(str(root / "part-*.parquet")), np.arange(600)
+
+
+FACTORIES = [
+    pytest.param(parquet_single_file, id="parquet-file"),
+    pytest.param(parquet_directory, id="parquet-dir"),
+    pytest.param(parquet_hive, id="parquet-hive"),
+    pytest.param(parquet_glob, id="parquet-glob"),
+]
+
+
+def _empty(ids: np.ndarray) -> dict[str, np.ndarray]:
+    return {"id": np.asarray(ids, dtype=np.int64), "x": np.asarray(ids, dtype=np.float64) / 2.0}
+
+
+def parquet_zero_rows_pyarrow(tmp_path: Path):
+    pq.write_table(pa.table(_empty([])), tmp_path / "empty.parquet")
+    return sf.read_parquet(tmp_path / "empty.parquet"), np.arange(0)
+
+
+def parquet_zero_rows_pandas(tmp_path: Path):
+    pd.DataFrame(_empty([])).to_parquet(tmp_path / "empty.parquet", index=False)
+    return sf.read_parquet(tmp_path / "empty.parquet"), np.arange(0)
+
+
+def parquet_zero_rows_polars(tmp_path: Path):
+    pl.DataFrame(_empty([])).write_parquet(tmp_path / "empty.parquet")
+    return sf.read_parquet(tmp_path / "empty.parquet"), np.arange(0)
+
+
+def parquet_filter_matching_nothing(tmp_path: Path):
+    pq.write_table(pa.table(_empty(np.arange(300))), tmp_path / "data.parquet", row_group_size=50)
+    return sf.read_parquet(tmp_path / "data.parquet", filter=pads.field("id") < 0), np.arange(0)
+
+
+EMPTY_FACTORIES = [
+    pytest.param(parquet_zero_rows_pyarrow, id="parquet-zero-rows-pyarrow"),
+    pytest.param(parquet_zero_rows_pandas, id="parquet-zero-rows-pandas"),
+    pytest.param(parquet_zero_rows_polars, id="parquet-zero-rows-polars"),
+    pytest.param(parquet_filter_matching_nothing, id="parquet-filter-nothing"),
+]
+
+
+# -------------------------------------------------------------------- helpers
+def run(iterator: sf.EpochIterator) -> list[dict[str, np.ndarray]]:
+    """Every batch of one pass (copied), closing the iterator."""
+    with iterator as it:
+        return [{name: np.array(column, copy=True) for name, column in batch.items()} for batch in it]
+
+
+def real_ids(batches: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """The ids of the real (not padding) rows, in order, with row integrity checked."""
+    out = []
+    for batch in batches:
+        lengths = {name: len(column) for name, column in batch.items()}
+        assert len(set(lengths.values())) == 1, f"columns of unequal length: {lengths}"
+        np.testing.assert_array_equal(batch["x"], batch["id"] / 2.0, err_msg="a row's columns were separated")
+        keep = batch[PAD_MASK] == 1.0 if PAD_MASK in batch else slice(None)
+        out.append(np.asarray(batch["id"])[keep])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def assert_exactly_once(ids: np.ndarray, expected: np.ndarray) -> None:
+    assert len(ids) == len(expected), f"{len(ids)} rows out, {len(expected)} expected"
+    np.testing.assert_array_equal(np.sort(ids), np.sort(expected))
+
+
+def assert_same_batches(got: list[dict], want: list[dict]) -> None:
+    assert len(got) == len(want), f"{len(got)} batches, {len(want)} expected"
+    for number, (a, b) in enumerate(zip(got, want)):
+        assert a.keys() == b.keys(), f"batch {number}: columns {sorted(a)} != {sorted(b)}"
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"batch {number}, column {name!r}")
+
+
+def batch_size_not_dividing(rows: int, preferred: int = 64) -> int:
+    """A batch size that leaves a short last batch, so every policy matters."""
+    size = preferred
+    while rows % size == 0:
+        size -= 1
+    return size
+
+
+# ------------------------------------------------------------------ the checks
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_every_row_exactly_once_unbatched(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    assert len(ds) == ds.num_rows(0) == len(expected)
+    for pipeline in (ds, ds.shuffle(5, window=3)):
+        assert_exactly_once(real_ids(run(pipeline.iter_epoch(0))), expected)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "shuffled"])
+def test_every_row_exactly_once_batched(factory: Factory, tmp_path, shuffle: bool):
+    ds, expected = factory(tmp_path)
+    if shuffle:
+        ds = ds.shuffle(11, window=2)
+    batches = run(ds.batch(64).iter_epoch(0))
+    assert_exactly_once(real_ids(batches), expected)
+    assert [len(b["id"]) for b in batches[:-1]] == [64] * (len(batches) - 1)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_in_order_without_shuffle_and_same_every_epoch(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    first = real_ids(run(ds.batch(50).iter_epoch(0)))
+    assert_exactly_once(first, expected)
+    np.testing.assert_array_equal(real_ids(run(ds.batch(50).iter_epoch(3))), first)
+    np.testing.assert_array_equal(real_ids(run(ds.iter_epoch(0))), first)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_same_seed_same_order(factory: Factory, tmp_path):
+    ds, _ = factory(tmp_path)
+    pipeline = ds.shuffle(7, window=2).batch(48)
+    assert_same_batches(run(pipeline.iter_epoch(0)), run(pipeline.iter_epoch(0)))
+    # A pipeline built again from the same files and seed agrees too.
+    again = ds.shuffle(7, window=2).batch(48)
+    assert_same_batches(run(again.iter_epoch(0)), run(pipeline.iter_epoch(0)))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_different_seed_different_order_same_rows(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    one = real_ids(run(ds.shuffle(1, window=2).batch(48).iter_epoch(0)))
+    two = real_ids(run(ds.shuffle(2, window=2).batch(48).iter_epoch(0)))
+    assert_exactly_once(one, expected)
+    assert_exactly_once(two, expected)
+    assert not np.array_equal(one, two)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_different_epochs_different_order(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    pipeline = ds.shuffle(3, window=2).batch(48)
+    orders = [real_ids(run(pipeline.iter_epoch(epoch))) for epoch in range(3)]
+    for order in orders:
+        assert_exactly_once(order, expected)
+    assert not np.array_equal(orders[0], orders[1])
+    assert not np.array_equal(orders[1], orders[2])
+    # The default window (every fragment in one unit here) mixes rows too.
+    whole = ds.shuffle(3).batch(48)
+    assert not np.array_equal(real_ids(run(whole.iter_epoch(0))), real_ids(run(whole.iter_epoch(1))))
+
+
+RESUME_PIPELINES = {
+    "in-order-keep": lambda ds: ds.batch(50),
+    "shuffled-keep": lambda ds: ds.shuffle(21, window=2).batch(50),
+    "shuffled-drop": lambda ds: ds.shuffle(22, window=3).batch(45, last_batch="drop"),
+    "shuffled-pad-shard": lambda ds: ds.shuffle(23, window=2).shard(1, 3).batch(33, last_batch="pad"),
+}
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("build", RESUME_PIPELINES.values(), ids=RESUME_PIPELINES.keys())
+def test_resume_from_every_batch_boundary(factory: Factory, tmp_path, build):
+    ds, _ = factory(tmp_path)
+    pipeline = build(ds)
+    epoch = 1
+    full, states = [], [pipeline.make_state(epoch, sf.Position())]
+    with pipeline.iter_epoch(epoch) as it:
+        for batch in it:
+            full.append({name: np.array(column, copy=True) for name, column in batch.items()})
+            states.append(json.loads(json.dumps(it.state())))  # JSON round trip, as a checkpoint would
+    assert len(full) == pipeline.num_batches(epoch) >= 3
+    for done, state in enumerate(states):
+        resumed_epoch, position = pipeline.parse_state(state)
+        assert resumed_epoch == epoch
+        rest = run(pipeline.iter_epoch(resumed_epoch, start=position))
+        assert pipeline.num_batches(resumed_epoch, position) == len(rest) == len(full) - done
+        assert_same_batches(rest, full[done:])
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_resume_unbatched_from_every_chunk(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    pipeline = ds.shuffle(4, window=3)
+    chunks, positions = [], [sf.Position()]
+    with pipeline.iter_epoch(0) as it:
+        for chunk in it:
+            chunks.append(np.array(chunk["id"], copy=True))
+            positions.append(it.position)
+    assert_exactly_once(np.concatenate(chunks), expected)
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    for done, position in enumerate(positions):
+        rest = real_ids(run(pipeline.iter_epoch(0, start=position)))
+        want = np.concatenate(chunks[done:]) if done < len(chunks) else np.zeros(0, dtype=np.int64)
+        np.testing.assert_array_equal(rest, want)
+        assert pipeline.num_rows(0) - len(rest) == sum(len(c) for c in chunks[:done])
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("shuffle", [False, True], ids=["in-order", "shuffled"])
+def test_shards_partition_the_rows(factory: Factory, tmp_path, count: int, shuffle: bool):
+    ds, expected = factory(tmp_path)
+    if shuffle:
+        ds = ds.shuffle(8, window=2)
+    for epoch in (0, 1):
+        parts = []
+        for index in range(count):
+            shard = ds.shard(index, count)
+            ids = real_ids(run(shard.batch(32).iter_epoch(epoch)))
+            assert len(ids) == shard.num_rows(epoch), f"shard {index}/{count}: num_rows disagrees with the rows yielded"
+            assert len(ids) > 0, f"shard {index}/{count} got no rows"
+            parts.append(ids)
+        everything = np.concatenate(parts)
+        assert len(np.unique(everything)) == len(everything), "shards overlap"
+        assert_exactly_once(everything, expected)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+@pytest.mark.parametrize("last_batch", ["keep", "drop", "pad"])
+def test_len_equals_batches_produced(factory: Factory, tmp_path, last_batch: str):
+    ds, expected = factory(tmp_path)
+    rows = len(expected)
+    size = batch_size_not_dividing(rows)
+    for pipeline in (ds.batch(size, last_batch=last_batch), ds.shuffle(9, window=2).shard(0, 2).batch(size, last_batch=last_batch)):
+        for epoch in (0, 1):
+            batches = run(pipeline.iter_epoch(epoch))
+            # len() is epoch 0's count; a shard's share of rows may differ in other epochs.
+            assert pipeline.num_batches(epoch) == len(batches)
+            if epoch == 0:
+                assert len(pipeline) == len(batches)
+            sizes = [len(b["id"]) for b in batches]
+            shard_rows = pipeline.num_rows(epoch)
+            if last_batch == "keep":
+                assert sizes == [size] * (shard_rows // size) + [shard_rows % size] * (shard_rows % size > 0)
+                assert len(real_ids(batches)) == shard_rows
+            elif last_batch == "drop":
+                assert sizes == [size] * (shard_rows // size)
+                assert len(real_ids(batches)) == shard_rows - shard_rows % size
+            else:
+                assert sizes == [size] * len(batches)
+                masks = np.concatenate([b[PAD_MASK] for b in batches])
+                assert set(np.unique(masks)) <= {0.0, 1.0}
+                assert int(masks.sum()) == shard_rows and len(real_ids(batches)) == shard_rows
+                np.testing.assert_array_equal(masks[:shard_rows], 1.0)  # padding rows come last, masked 0
+                np.testing.assert_array_equal(masks[shard_rows:], 0.0)
+    assert_exactly_once(real_ids(run(ds.batch(size, last_batch="pad").iter_epoch(0))), expected)
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_filter_matching_nothing_yields_nothing(factory: Factory, tmp_path):
+    ds, _ = factory(tmp_path)
+    nothing = ds.filter(lambda columns: np.zeros(len(columns["id"]), dtype=bool))
+    assert len(nothing) == nothing.num_rows(0) == 0
+    for pipeline in (nothing, nothing.shuffle(1, window=2), nothing.batch(16, last_batch="pad"), nothing.shard(1, 2).batch(4)):
+        assert len(pipeline) == 0
+        assert run(pipeline.iter_epoch(0)) == []
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_filter_keeps_exactly_the_matching_rows(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    odd = ds.filter(lambda columns: columns["id"] % 2 == 1).shuffle(2, window=2).batch(40, last_batch="drop")
+    want = expected[expected % 2 == 1]
+    batches = run(odd.iter_epoch(0))
+    assert len(odd) == len(batches) == len(want) // 40
+    assert set(real_ids(batches)) <= set(want) and len(real_ids(batches)) == len(want) // 40 * 40
+
+
+@pytest.mark.parametrize("factory", EMPTY_FACTORIES)
+def test_empty_input_yields_nothing(factory: Factory, tmp_path):
+    ds, expected = factory(tmp_path)
+    assert len(expected) == 0
+    assert len(ds) == ds.num_rows(0) == 0
+    for pipeline in (ds, ds.shuffle(1), ds.batch(8), ds.batch(8, last_batch="pad"), ds.shard(1, 2).batch(3, last_batch="drop")):
+        assert len(pipeline) == 0
+        assert run(pipeline.iter_epoch(0)) == []
+        state = pipeline.make_state(0, sf.Position())
+        assert run(pipeline.iter_epoch(*pipeline.parse_state(state))) == []
