@@ -118,17 +118,23 @@ _CHILD = textwrap.dedent(
 
     def main():
         ds = sf.read_parquet(path)
-        ds = (ds.map(slow) if mode == "consumer-waiting" else ds).shuffle(0, window=2).batch(8).prefetch(2)
+        ds = (ds.map(slow) if mode.startswith("consumer-waiting") else ds).shuffle(0, window=2).batch(8).prefetch(2)
         epoch = 0
         while True:
-            with ds.iter_epoch(epoch) as it:
-                for batch in it:
-                    if epoch == 0 and not hasattr(main, "ready"):
-                        main.ready = True
-                        print("ready", flush=True)
-                    if mode == "consumer-busy":
-                        time.sleep(0.01)
+            if mode == "consumer-waiting-no-with":  # the iterator must close itself when interrupted
+                consume(ds.iter_epoch(epoch))
+            else:
+                with ds.iter_epoch(epoch) as it:
+                    consume(it)
             epoch += 1
+
+    def consume(it):
+        for batch in it:
+            if not hasattr(main, "ready"):
+                main.ready = True
+                print("ready", flush=True)
+            if mode == "consumer-busy":
+                time.sleep(0.01)
 
     try:
         main()
@@ -140,7 +146,7 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["consumer-waiting", "consumer-busy"])
+@pytest.mark.parametrize("mode", ["consumer-waiting", "consumer-waiting-no-with", "consumer-busy"])
 def test_sigint_while_iterating_exits_with_keyboard_interrupt(pyarrow_file, tmp_path, mode):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)

@@ -90,6 +90,21 @@ def test_hive_partition_columns_can_be_projected_and_filtered(hive_dir):
     assert set(got["city"]) == {"new york"}
 
 
+def test_hive_null_partition_meets_the_null_policy(tmp_path):
+    ids = np.arange(60)
+    group = pa.array([None if i % 3 == 0 else int(i % 3) for i in ids], pa.int64())
+    pads.write_dataset(pa.table({"id": ids, "g": group}), tmp_path / "h", format="parquet", partitioning=["g"], partitioning_flavor="hive")
+    null_dir = tmp_path / "h" / "g=__HIVE_DEFAULT_PARTITION__"
+    assert null_dir.is_dir()
+    with pytest.raises(DataError) as excinfo:
+        read_all(sf.read_parquet(tmp_path / "h"))
+    assert "'g'" in message(excinfo) and str(null_dir) in message(excinfo)
+    got = read_all(sf.read_parquet(tmp_path / "h", nulls="fill", fill=-1))
+    assert got["g"].dtype == np.int64
+    np.testing.assert_array_equal(got["g"], np.where(got["id"] % 3 == 0, -1, got["id"] % 3))
+    assert len(sf.read_parquet(tmp_path / "h", nulls="drop")) == 40
+
+
 def test_column_projection(writer, tmp_path):
     path = writer(tmp_path / "data.parquet", np.arange(300))
     ds = sf.read_parquet(path, columns=["name", "id"])
@@ -118,9 +133,8 @@ def test_filter_pushdown_gives_exact_len(writer, tmp_path):
 def test_paths_with_spaces_brackets_and_non_ascii(tmp_path, parts):
     directory = tmp_path.joinpath(*parts[:-1])
     directory.mkdir(parents=True)
-    first = pq.write_table(pa.table({"id": np.arange(100)}), directory / parts[-1], row_group_size=30)
+    pq.write_table(pa.table({"id": np.arange(100)}), directory / parts[-1], row_group_size=30)
     pq.write_table(pa.table({"id": np.arange(100, 150)}), directory / "second ü.parquet")
-    del first
     for spec in (directory / parts[-1], str(directory / parts[-1]), [directory / parts[-1]]):
         np.testing.assert_array_equal(read_all(sf.read_parquet(spec))["id"], np.arange(100))
     for spec in (directory, tmp_path / parts[0], [directory / parts[-1], directory / "second ü.parquet"]):
@@ -228,25 +242,27 @@ def test_null_row_is_the_files_row_when_a_filter_removed_rows_before_it(tmp_path
     assert "'n'" in text and str(path) in text and "row 300 " in text and "row group 3" in text
 
 
-@pytest.mark.parametrize("kind", ["null", "nan"])
-def test_nan_and_null_in_float_columns_raise_naming_the_row(writer, tmp_path, kind):
+@pytest.mark.parametrize(
+    "library, kind",
+    # pandas writes a float NaN as null, so it has no NaN case of its own.
+    [("pyarrow", "null"), ("pyarrow", "nan"), ("pandas", "null"), ("polars", "null"), ("polars", "nan")],
+)
+def test_null_or_nan_in_a_float_column_raises_naming_the_row(tmp_path, library, kind):
     ids = np.arange(400)
-    x = ids / 2.0
-    df = pd.DataFrame({"id": ids, "x": x})
-    df.loc[250, "x"] = np.nan  # pandas writes NaN as a float NaN; polars and pyarrow write what they are given
-    path = tmp_path / "nan.parquet"
-    if writer.__name__ == "write_with_pyarrow":
-        values = pa.array([None if (i == 250 and kind == "null") else v for i, v in enumerate(df["x"])], pa.float64())
-        pq.write_table(pa.table({"id": ids, "x": values}), path, row_group_size=97)
-    elif writer.__name__ == "write_with_polars":
-        series = pl.Series("x", df["x"].to_numpy(), nan_to_null=kind == "null")
-        pl.DataFrame({"id": ids}).with_columns(series).write_parquet(path, row_group_size=97)
+    values = [float(i) / 2 for i in ids]
+    values[250] = None if kind == "null" else float("nan")
+    path = tmp_path / "gap.parquet"
+    if library == "pyarrow":
+        pq.write_table(pa.table({"id": ids, "x": pa.array(values, pa.float64())}), path, row_group_size=97)
+    elif library == "pandas":
+        pd.DataFrame({"id": ids, "x": pd.array(values, dtype="Float64")}).to_parquet(path, index=False, row_group_size=97)
     else:
-        df.to_parquet(path, index=False, row_group_size=97)
+        pl.DataFrame({"id": ids, "x": pl.Series(values, dtype=pl.Float64)}).write_parquet(path, row_group_size=97)
+    assert pq.read_table(path)["x"].null_count == (kind == "null")  # the writer wrote what we meant
     with pytest.raises(DataError) as excinfo:
         read_all(sf.read_parquet(path))
     text = message(excinfo)
-    assert "'x'" in text and str(path) in text and "row 250 " in text
+    assert "'x'" in text and str(path) in text and "row 250 " in text and "row group 2" in text
 
 
 def test_drop_removes_exactly_the_bad_rows_and_len_is_exact(tmp_path):
