@@ -228,6 +228,8 @@ RESUME_PIPELINES = {
     "shuffled-keep": lambda ds: ds.shuffle(21, window=2).batch(50),
     "shuffled-drop": lambda ds: ds.shuffle(22, window=3).batch(45, last_batch="drop"),
     "shuffled-pad-shard": lambda ds: ds.shuffle(23, window=2).shard(1, 3).batch(33, last_batch="pad"),
+    "default-window": lambda ds: ds.shuffle(24).batch(70),
+    "filtered-mapped": lambda ds: ds.filter(lambda c: c["id"] % 3 != 0).map(lambda c: {**c, "x": c["x"] + 0.0}).shuffle(25, window=2).batch(40),
 }
 
 
@@ -350,3 +352,24 @@ def test_empty_input_yields_nothing(factory: Factory, tmp_path):
         assert run(pipeline.iter_epoch(0)) == []
         state = pipeline.make_state(0, sf.Position())
         assert run(pipeline.iter_epoch(*pipeline.parse_state(state))) == []
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_state_from_another_pipeline_is_rejected(factory: Factory, tmp_path):
+    ds, _ = factory(tmp_path)
+    pipeline = ds.shuffle(1, window=2).batch(32)
+    with pipeline.iter_epoch(0) as it:
+        next(it)
+        state = it.state()
+    for other, differing in (
+        (ds.shuffle(2, window=2).batch(32), "seed"),
+        (ds.shuffle(1, window=3).batch(32), "window"),
+        (ds.shuffle(1, window=2).batch(16), "batch_size"),
+        (ds.shuffle(1, window=2).shard(1, 2).batch(32), "shard"),
+    ):
+        with pytest.raises(sf.StateError) as excinfo:
+            other.parse_state(state)
+        assert differing in str(excinfo.value)
+    outside = pipeline.make_state(0, sf.Position(len(pipeline.epoch_plan(0).units) + 1, 0))
+    with pytest.raises(sf.StateError):
+        run(pipeline.iter_epoch(*pipeline.parse_state(outside)))

@@ -385,6 +385,19 @@ def test_variable_length_lists_need_a_padding_length(tmp_path):
     assert "'v'" in text and str(path) in text and "row 2 " in text
 
 
+def test_row_named_after_a_filter_and_dropped_nulls_is_the_files_row(tmp_path):
+    lists = [[i] for i in range(60)]
+    lists[47] = [1, 2, 3]
+    x = pa.array([None if i in (41, 44) else i / 2 for i in range(60)], pa.float64())
+    path = tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"id": np.arange(60), "x": x, "v": pa.array(lists)}), path, row_group_size=20)
+    ds = sf.read_parquet(path, filter=pads.field("id") >= 42, nulls="drop", list_lengths={"v": 2})
+    with pytest.raises(DataError) as excinfo:
+        read_all(ds)  # row group 2 holds rows 40-59: 40, 41 filtered out, 44 dropped before row 47
+    text = message(excinfo)
+    assert "'v'" in text and str(path) in text and "row group 2" in text and "row 47 " in text
+
+
 # --------------------------------------------------------------- unreadable input
 def bad_files(root: Path) -> dict[str, Path]:
     """Two good files (ids 0..199) and, beside them, a truncated file and a CSV named .parquet."""

@@ -8,6 +8,7 @@ row), are dropped, or are filled with the user's value.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -71,11 +72,7 @@ class Where:
 def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa.Table:
     """Raises on, drops or fills nulls and floating NaN, per the policy."""
     if policy.nulls == "drop":
-        keep = None
-        for name in table.column_names:
-            bad = _bad_mask(table[name])
-            if bad is not None:
-                keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
+        keep = _clean_rows(table)
         return table if keep is None else table.filter(keep)
     for index, name in enumerate(table.column_names):
         column = table[name]
@@ -101,6 +98,25 @@ def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa
             filled = pc.if_else(pc.is_nan(filled), pa.scalar(value, type=filled.type), filled)
         table = table.set_column(index, name, filled)
     return table
+
+
+def _clean_rows(table: pa.Table) -> pa.ChunkedArray | None:
+    """True where no column is null or NaN; None when every row is clean."""
+    keep = None
+    for name in table.column_names:
+        bad = _bad_mask(table[name])
+        if bad is not None:
+            keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
+    return keep
+
+
+def _after_drop(where: Where, keep: pa.ChunkedArray) -> Where:
+    """``where`` for the kept rows, so that later errors still name rows of the file.
+
+    The kept rows' old numbers are looked up only when an error asks.
+    """
+    before = where.locate or (lambda index: index)
+    return dataclasses.replace(where, locate=lambda index: before(pc.indices_nonzero(keep)[index].as_py()))
 
 
 def _bad_mask(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
@@ -175,5 +191,10 @@ def _pad_lists(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, where: 
 
 def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk:
     """Converts a table to a chunk after applying the null policy."""
-    table = apply_null_policy(table, policy, where)
+    if policy.nulls == "drop":
+        keep = _clean_rows(table)
+        if keep is not None:
+            table, where = table.filter(keep), _after_drop(where, keep)
+    else:
+        table = apply_null_policy(table, policy, where)
     return {name: column_to_numpy(table[name], name, policy, where) for name in table.column_names}
