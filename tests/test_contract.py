@@ -284,6 +284,7 @@ def test_shards_partition_the_rows(factory: Factory, tmp_path, count: int, shuff
             shard = ds.shard(index, count)
             ids = real_ids(run(shard.batch(32).iter_epoch(epoch)))
             assert len(ids) == shard.num_rows(epoch), f"shard {index}/{count}: num_rows disagrees with the rows yielded"
+            assert shard.num_rows(epoch) == shard.num_rows(0), "a shard's size must not change between epochs"
             assert len(ids) > 0, f"shard {index}/{count} got no rows"
             parts.append(ids)
         everything = np.concatenate(parts)

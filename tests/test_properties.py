@@ -110,6 +110,9 @@ def test_fragment_order_shards_partition_a_permutation(n, seed, epoch, count):
         assert whole == list(range(n))
     for i in range(count):  # deterministic: the same call gives the same answer
         assert fragment_order(n, seed=seed, epoch=epoch, shard_index=i, shard_count=count) == shards[i]
+    for i in range(count):  # membership is fixed across epochs, so steps per epoch are too
+        later = fragment_order(n, seed=seed, epoch=epoch + 1, shard_index=i, shard_count=count)
+        assert sorted(later) == sorted(shards[i])
 
 
 @SETTINGS

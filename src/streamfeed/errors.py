@@ -113,6 +113,7 @@ class BadInputReport:
     """
 
     total_rows: int | None = None
+    total_files: int | None = None
     budget: ErrorBudget = field(default_factory=ErrorBudget)
     path: str | Path | None = None
     entries: list[SkippedUnit] = field(default_factory=list)
@@ -127,6 +128,19 @@ class BadInputReport:
     def skipped_rows(self) -> int:
         return sum(entry.rows or 0 for entry in self.entries)
 
+    @property
+    def skipped_fraction(self) -> float:
+        """Share of input lost: of rows, or of files for files whose rows are unknown.
+
+        A file that cannot be opened has no row count; it still counts, as
+        its share of the files, so that a directory of corrupt files cannot
+        slip under ``max_fraction``.
+        """
+        rows = self.skipped_rows / self.total_rows if self.total_rows else 0.0
+        unknown = sum(1 for entry in self.entries if entry.rows is None)
+        files = unknown / self.total_files if self.total_files else 0.0
+        return max(rows, files)
+
     def add(self, entry: SkippedUnit) -> None:
         """Records a skipped unit once (re-reads in later epochs do not double count)."""
         key = (entry.path, entry.location)
@@ -138,9 +152,10 @@ class BadInputReport:
             if self.path is not None:
                 with open(self.path, "a", encoding="utf-8") as out:
                     out.write(json.dumps(asdict(entry)) + "\n")
-        self._check_budget()
+        self.check_budget()
 
-    def _check_budget(self) -> None:
+    def check_budget(self) -> None:
+        """Raises :class:`ErrorBudgetExceeded` if more was skipped than allowed."""
         budget = self.budget
         if budget.max_count is not None and self.skipped_units > budget.max_count:
             raise ErrorBudgetExceeded(
@@ -151,14 +166,14 @@ class BadInputReport:
                     fix="inspect the files named in the report, or raise max_count",
                 )
             )
-        if budget.max_fraction is not None and self.total_rows:
-            fraction = self.skipped_rows / self.total_rows
+        if budget.max_fraction is not None and self.entries:
+            fraction = self.skipped_fraction
             if fraction > budget.max_fraction:
                 raise ErrorBudgetExceeded(
                     describe(
-                        "Too many rows were skipped",
-                        expected=f"at most {budget.max_fraction:.2%} of {self.total_rows} rows",
-                        found=f"{self.skipped_rows} rows ({fraction:.2%}); last: {self.entries[-1]}",
+                        "Too much input was skipped",
+                        expected=f"at most {budget.max_fraction:.2%} of {self.total_rows} rows in {self.total_files} files",
+                        found=f"{fraction:.2%} ({self.skipped_rows} rows, {self.skipped_units} units); last: {self.entries[-1]}",
                         fix="inspect the files named in the report, or raise max_fraction",
                     )
                 )

@@ -32,16 +32,20 @@ def fragment_order(
 ) -> list[int]:
     """Fragment indices this shard reads in ``epoch``.
 
-    With ``seed=None`` the order is the source's own. Sharding deals the
-    epoch's (shuffled) order round-robin, so the shards partition the
-    fragments exactly and every shard sees a different mix every epoch.
+    Shards take every ``shard_count``-th fragment of the source's order, the
+    same in every epoch; the seed then permutes each shard's fragments anew
+    each epoch. Fixed membership keeps a shard's row count, and so its steps
+    per epoch, the same from epoch to epoch: Keras reads the step count once
+    per ``fit``, and synchronous multi-worker training needs it stable.
+    Dealing a shuffled order instead would mix more across epochs but
+    change every shard's size each epoch.
     """
     if not 0 <= shard_index < shard_count:
         raise ValueError(f"shard_index must be in [0, {shard_count}), got {shard_index}")
-    order = np.arange(num_fragments)
+    order = np.arange(shard_index, num_fragments, shard_count)
     if seed is not None:
-        order = epoch_rng(seed, epoch).permutation(num_fragments)
-    return order[shard_index::shard_count].tolist()
+        order = epoch_rng(seed, epoch, shard_index).permutation(order)
+    return order.tolist()
 
 
 @dataclass(frozen=True)

@@ -553,3 +553,17 @@ def test_window_shrinks_with_the_memory_limit_and_one_fragment_must_fit(pyarrow_
     assert "memory_limit" in text and "fragment" in text and "rows" in text
     with pytest.raises(MemoryError):
         too_small.iter_epoch(0)
+
+
+def test_unreadable_files_count_against_the_error_budget(tmp_path):
+    """Files with no readable footer have no row count; they count as a share of the files."""
+    directory = tmp_path / "mostly-bad"
+    directory.mkdir()
+    pq.write_table(pa.table({"id": np.arange(100)}), directory / "good.parquet")
+    for index in range(5):
+        (directory / f"bad-{index}.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(sf.ErrorBudgetExceeded, match="83.33%"):
+        sf.read_parquet(directory, on_error="skip", max_bad_fraction=0.5)
+    data = sf.read_parquet(directory, on_error="skip", max_bad_fraction=0.9)
+    assert data.num_rows() == 100
+    assert data.report.skipped_units == 5 and data.report.total_files == 6

@@ -209,6 +209,8 @@ class ParquetSource:
                 dataclass_replace(fragment, num_rows=count) for fragment, count in zip(self.fragments, counts) if count
             ]
         self.report.total_rows = sum(fragment.num_rows for fragment in self.fragments)
+        self.report.total_files = len(resolved.files)
+        self.report.check_budget()  # files skipped while opening, now that totals are known
         self.row_bytes = self._row_bytes(good)
         self._fingerprint: dict | None = None
 
