@@ -14,14 +14,16 @@ tf.data pipeline, and it also peeks at batches to build the model), so the
 last batch served is not the last batch trained. The state after every
 served batch is kept, keyed by its number in the epoch; the checkpoint
 callback saves the entry of the last batch trained. Epochs advance only
-when one was served completely after ``on_epoch_begin``, so peeks restart
-the epoch instead of consuming it.
+when one was served completely after ``on_epoch_begin`` and Keras ended it
+(rather than abandoning it with ``EpochIterator.reset()``), so peeks
+restart the epoch instead of consuming it.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import sys
 from typing import Any, Literal, Sequence
 
 import keras
@@ -36,6 +38,28 @@ from .validation import check_model_inputs
 
 logger = logging.getLogger("streamfeed")
 _KEEP_POSITIONS = 4096  # far more batches than any Keras read-ahead
+
+
+def _is_keras_epoch_iterator(obj: Any) -> bool:
+    return any(cls.__name__ == "EpochIterator" and cls.__module__.startswith("keras") for cls in type(obj).__mro__)
+
+
+def _called_from_keras_reset() -> bool:
+    """True when Keras's ``EpochIterator.reset()`` is what ends the epoch.
+
+    Keras resets its epoch iterator to abandon an epoch, never to finish
+    one: after peeking at batches to build the model (on JAX and PyTorch
+    the peek goes through ``on_epoch_begin``) and before each evaluation.
+    A one-batch epoch peeked at that way was served in full, and without
+    this check it would count as done: training would start one data
+    epoch late and the checkpoints would be off by one epoch.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "reset" and _is_keras_epoch_iterator(frame.f_locals.get("self")):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class KerasDataset(keras.utils.PyDataset):
@@ -140,6 +164,7 @@ class KerasDataset(keras.utils.PyDataset):
 
     def on_epoch_end(self) -> None:
         complete = self._begun and self._stream is not None and self._served == self.num_batches
+        complete = complete and not _called_from_keras_reset()
         if self._stream is not None:
             self.wait_seconds += self._stream.wait_seconds
         self._close_stream()
@@ -178,14 +203,18 @@ class KerasDataset(keras.utils.PyDataset):
         return self._epoch
 
     def state_after(self, trained: int) -> dict:
-        """State to save when ``trained`` batches of the current epoch were trained."""
+        """State to save when ``trained`` batches of the current epoch were trained.
+
+        ``trained`` may exceed the epoch's batches: with ``steps_per_execution``
+        Keras numbers a short last execution as if it were full.
+        """
         if trained <= 0 or self._stream is None:  # between epochs: the next one's start
             return self.dataset.make_state(self._epoch, self._start)
+        if trained >= self.num_batches:
+            return self.dataset.make_state(self._epoch + 1, Position())
         position = self._positions.get(trained - 1)
         if position is None:
             raise KeyError(f"no position recorded for batch {trained - 1} of epoch {self._epoch}")
-        if trained >= self.num_batches:
-            return self.dataset.make_state(self._epoch + 1, Position())
         return self.dataset.make_state(self._epoch, position)
 
     def restore(self, state: dict) -> None:

@@ -68,6 +68,7 @@ class DataCheckpoint(keras.callbacks.Callback):
         self.dataset.restore(self._saved["data"])
         weights = self.directory / WEIGHTS_FILE
         if self.save_model and weights.exists():
+            self._build_optimizer()
             self.model.load_weights(weights)
         logger.info(
             "resumed from %s: Keras epoch %d, data epoch %d at %s",
@@ -75,13 +76,31 @@ class DataCheckpoint(keras.callbacks.Callback):
             {k: self._saved["data"][k] for k in ("unit", "offset")},
         )
 
+    def _build_optimizer(self) -> None:
+        """Creates the optimizer's variables so that loading fills them.
+
+        The TensorFlow backend builds the optimizer only when it traces the
+        first train step, after ``on_train_begin``; loading into an unbuilt
+        optimizer skips its state (momentum, iteration count) with a mere
+        warning, and the resumed run diverges from the uninterrupted one.
+        """
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.model.trainable_variables)
+
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch, self._trained = epoch, 0
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self._trained = batch + 1  # with steps_per_execution, `batch` is the last step run
-        if self.every and self._trained % self.every == 0:
-            self._save(keras_epoch=self._epoch, trained=self._trained)
+        # With steps_per_execution, `batch` is the last step of the execution,
+        # numbered as if a short last execution were full, and the count
+        # jumps: save whenever it passes a multiple of `every`.
+        before, self._trained = self._trained, min(batch + 1, self.dataset.num_batches)
+        if self.every and self._trained // self.every > before // self.every:
+            # After the epoch's last batch the data state is the next epoch's
+            # start, so the Keras epoch to resume at is the next one too.
+            finished = self._trained >= self.dataset.num_batches
+            self._save(keras_epoch=self._epoch + finished, trained=self._trained)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self._save(keras_epoch=epoch + 1, trained=self._trained)
