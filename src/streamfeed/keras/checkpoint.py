@@ -9,6 +9,11 @@ position after the last batch *trained*, not the last batch Keras read
 ahead. Restarted in a new process with the same pipeline, it restores both
 when training begins, and the resumed epoch serves exactly the batches an
 uninterrupted run would have served next.
+
+Weights and position are one checkpoint: each save writes a new weights
+file, then atomically replaces ``data_state.json``, which names that file;
+only then are older weights files removed. A crash at any point leaves a
+state file whose weights match it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from .adapter import KerasDataset
 
 logger = logging.getLogger("streamfeed")
 STATE_FILE = "data_state.json"
-WEIGHTS_FILE = "model.weights.h5"
+WEIGHTS_PATTERN = "model-{:06d}.weights.h5"
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
@@ -56,6 +61,7 @@ class DataCheckpoint(keras.callbacks.Callback):
         state_path = self.directory / STATE_FILE
         if state_path.exists():
             self._saved = json.loads(state_path.read_text())
+        self._saves = int(self._saved.get("save_number", 0)) if self._saved else 0
 
     @property
     def initial_epoch(self) -> int:
@@ -66,8 +72,8 @@ class DataCheckpoint(keras.callbacks.Callback):
         if self._saved is None:
             return
         self.dataset.restore(self._saved["data"])
-        weights = self.directory / WEIGHTS_FILE
-        if self.save_model and weights.exists():
+        weights = self.directory / self._saved.get("weights", "")
+        if self.save_model and self._saved.get("weights") and weights.exists():
             self._build_optimizer()
             self.model.load_weights(weights)
         logger.info(
@@ -107,9 +113,12 @@ class DataCheckpoint(keras.callbacks.Callback):
 
     def _save(self, *, keras_epoch: int, trained: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        state = {"keras_epoch": keras_epoch, "data": self.dataset.state_after(trained)}
+        self._saves += 1
+        state = {"keras_epoch": keras_epoch, "data": self.dataset.state_after(trained), "save_number": self._saves}
         if self.save_model:
-            temporary = self.directory / ("tmp-" + WEIGHTS_FILE)
-            self.model.save_weights(temporary)
-            os.replace(temporary, self.directory / WEIGHTS_FILE)
+            state["weights"] = WEIGHTS_PATTERN.format(self._saves)
+            self.model.save_weights(self.directory / state["weights"])
         _atomic_write_json(self.directory / STATE_FILE, state)
+        for old in self.directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")):
+            if old.name != state.get("weights"):
+                old.unlink(missing_ok=True)
