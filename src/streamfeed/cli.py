@@ -60,6 +60,27 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    from .convert import convert_to_parquet
+    from .sources.detect import detect_format, reader_for
+
+    source_format = args.format or detect_format(args.source)
+    dataset = reader_for(source_format)(args.source, on_error=args.on_error, report_path=args.report)
+    summary = convert_to_parquet(dataset, args.destination, shard_rows=args.shard_rows, progress=not args.quiet and sys.stderr.isatty())
+    if args.json:
+        print(json.dumps(summary.to_dict()))
+    else:
+        skipped = summary.skipped
+        print(
+            f"converted {summary.rows:,} rows of {source_format} into {len(summary.files)} Parquet file(s) "
+            f"in {summary.destination} ({summary.bytes_written / 2**20:,.1f} MiB, {summary.seconds:,.1f} s); "
+            f"skipped {skipped['skipped_units']} unit(s), {skipped['skipped_rows']} row(s)"
+        )
+        for entry in skipped["entries"]:
+            print(f"  skipped {entry['path']} ({entry['location']}): {entry['reason']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamfeed", description="Stream larger-than-memory data into Keras 3.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -73,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
+
+    convert = commands.add_parser("convert", help="rewrite any supported source as sharded Parquet")
+    convert.add_argument("source", help="file, directory or glob")
+    convert.add_argument("destination", type=Path, help="directory for part-NNNNN.parquet files")
+    convert.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
+    convert.add_argument("--shard-rows", type=int, default=1_000_000, help="rows per output file")
+    convert.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it")
+    convert.add_argument("--report", type=Path, default=None, help="write skipped input as JSON lines here")
+    convert.add_argument("--json", action="store_true", help="print the summary as JSON")
+    convert.add_argument("--quiet", action="store_true", help="no progress bar")
+    convert.set_defaults(run=_convert)
     return parser
 
 

@@ -9,6 +9,7 @@ row), are dropped, or are filled with the user's value.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -197,4 +198,16 @@ def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk
             table, where = table.filter(keep), _after_drop(where, keep)
     else:
         table = apply_null_policy(table, policy, where)
-    return {name: column_to_numpy(table[name], name, policy, where) for name in table.column_names}
+    return {name: _with_row_shape(column_to_numpy(table[name], name, policy, where), table.schema.field(name)) for name in table.column_names}
+
+
+ROW_SHAPE_METADATA = b"streamfeed.shape"
+"""Field metadata ``streamfeed convert`` writes for columns of n-D rows (images)."""
+
+
+def _with_row_shape(values: np.ndarray, field: pa.Field) -> np.ndarray:
+    """Restores the row shape of a flattened n-D column, when the field records one."""
+    shape = (field.metadata or {}).get(ROW_SHAPE_METADATA)
+    if shape is None:
+        return values
+    return values.reshape(len(values), *json.loads(shape))

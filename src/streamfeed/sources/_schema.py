@@ -66,11 +66,13 @@ def unify(schemas: Sequence[tuple[str, pa.Schema]]) -> tuple[pa.Schema, dict[str
     naming the column and the two files whose types cannot be reconciled.
     """
     fields: dict[str, pa.DataType] = {}
+    metadata: dict[str, dict | None] = {}
     origin: dict[str, tuple[str, pa.DataType]] = {}
     for path, schema in schemas:
         for field in schema:
             if field.name not in fields:
                 fields[field.name] = value_type(field.type)
+                metadata[field.name] = field.metadata  # e.g. the row shape of converted n-D columns
                 origin[field.name] = (path, field.type)
                 continue
             merged = widen(fields[field.name], field.type)
@@ -88,4 +90,4 @@ def unify(schemas: Sequence[tuple[str, pa.Schema]]) -> tuple[pa.Schema, dict[str
             fields[field.name] = merged
     all_names = set(fields)
     missing = {path: frozenset(all_names - set(schema.names)) for path, schema in schemas}
-    return pa.schema([pa.field(name, kind) for name, kind in fields.items()]), missing
+    return pa.schema([pa.field(name, kind, metadata=metadata[name]) for name, kind in fields.items()]), missing
