@@ -1,0 +1,292 @@
+"""Decoding one image file's bytes into a fixed-size NumPy array.
+
+What a caller gets is always ``(height, width, channels)`` of ``uint8``
+(0..255) or ``float32`` (0..1), whatever the file held:
+
+* **Format from content.** Pillow sniffs the magic bytes; the file name's
+  extension is never trusted (a PNG named ``.jpg`` decodes as PNG). Only
+  JPEG (and camera MPO JPEGs), PNG, WebP, TIFF, BMP and GIF are accepted.
+* **EXIF orientation** is applied (``ImageOps.exif_transpose``), so a phone
+  photo stored sideways comes out upright; the target size is understood in
+  the upright frame.
+* **Bit depth.** 16-bit images (PNG/TIFF ``I;16``) are scaled, not clipped:
+  65535 becomes 255 in ``uint8`` and 1.0 in ``float32``. 32-bit integer
+  images (``I``) are read as 16-bit values (clipped to 0..65535) and float
+  images (``F``) as 0..1 (clipped).
+* **Channels.** Grayscale, palette, CMYK, YCbCr and alpha images are
+  converted: ``channels=1`` is ITU-R 601 luma, ``3`` is RGB with any alpha
+  dropped (as TensorFlow's ``decode_image`` does; transparent pixels keep
+  their stored colour), ``4`` is RGBA (opaque alpha added when absent).
+  Animated GIFs and multi-page TIFFs give their first frame.
+* **Resize policy.** ``"stretch"`` resizes to the target ignoring aspect;
+  ``"crop"`` keeps the aspect, scales so the image covers the target and
+  cuts the centre; ``"pad"`` keeps the aspect, scales so the image fits and
+  centres it on zeros. Bilinear (antialiased) filter.
+* **Speed.** JPEGs are downscaled in the DCT domain while decoding when the
+  target is smaller (libjpeg-turbo: Pillow's ``draft`` by 1/2, 1/4, 1/8, or
+  ``simplejpeg`` by any M/8, which often lands exactly on the target, e.g.
+  256 → 224 is 7/8). Measured on this project's 2-core machine, one core:
+  256² → 224² Pillow+draft 872 img/s, simplejpeg 2 428, OpenCV 1 339;
+  1024² → 256² Pillow+draft 379, simplejpeg 411, OpenCV 381. So
+  ``decoder="auto"`` uses simplejpeg for JPEG when it is installed and
+  Pillow for everything else. All of it releases the GIL, so fragments
+  decode in parallel in the pipeline's read threads.
+
+Errors raise :class:`ImageDecodeError` with the reason; the source wraps it
+in a :class:`~streamfeed.errors.CorruptFileError` naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import require
+
+Resize = Literal["stretch", "crop", "pad"]
+Decoder = Literal["auto", "pillow", "simplejpeg"]
+OutputDType = Literal["uint8", "float32"]
+
+# Pillow format names accepted (the JPEG plugin also opens camera MPO files, as format "MPO").
+FORMATS = ("JPEG", "PNG", "WEBP", "TIFF", "BMP", "GIF")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".tif", ".tiff", ".bmp", ".dib", ".gif")
+
+_HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
+_ORIENTATION_TAG = 0x0112
+# numpy equivalents of EXIF orientations 2..8 (applied to an (h, w, c) array)
+_ORIENT_NUMPY = {
+    2: lambda a: a[:, ::-1],
+    3: lambda a: a[::-1, ::-1],
+    4: lambda a: a[::-1],
+    5: lambda a: a.transpose(1, 0, 2),
+    6: lambda a: np.rot90(a, -1),
+    7: lambda a: np.rot90(a, 1)[::-1],  # transverse
+    8: lambda a: np.rot90(a, 1),
+}
+
+
+class ImageDecodeError(ValueError):
+    """The bytes are not a decodable image of a supported format."""
+
+
+@dataclass(frozen=True)
+class DecodeSpec:
+    """What every decoded image becomes."""
+
+    height: int
+    width: int
+    channels: int = 3
+    dtype: OutputDType = "uint8"
+    resize: Resize = "stretch"
+    decoder: Decoder = "auto"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.height, self.width, self.channels)
+
+
+def pillow():
+    """Pillow's ``Image`` module (the ``images`` extra), with every plugin registered."""
+    Image = require("PIL.Image", "images")
+    if not _PLUGINS_READY:
+        Image.init()  # registers WebP, TIFF, MPO (``open(formats=...)`` needs them registered)
+        _PLUGINS_READY.append(True)
+    return Image
+
+
+_PLUGINS_READY: list[bool] = []
+
+
+def _simplejpeg():
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def resolve_decoder(name: Decoder) -> str:
+    """``"pillow"`` or ``"simplejpeg"``; ``auto`` prefers simplejpeg when installed."""
+    if name == "simplejpeg":
+        require("simplejpeg", "images")
+        return "simplejpeg"
+    if name == "auto":
+        return "simplejpeg" if _simplejpeg() is not None else "pillow"
+    if name == "pillow":
+        return "pillow"
+    raise ValueError(f"decoder must be 'auto', 'pillow' or 'simplejpeg', got {name!r}")
+
+
+def open_header(data: bytes | Any):
+    """Opens an image lazily (header only); raises :class:`ImageDecodeError`."""
+    Image = pillow()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        if len(data) == 0:
+            raise ImageDecodeError("the file is empty (0 bytes)")
+        data = io.BytesIO(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # DecompressionBomb / EXIF warnings: header only
+            return Image.open(data, formats=FORMATS)
+    except Image.UnidentifiedImageError as exc:
+        raise ImageDecodeError(f"not an image in a supported format ({', '.join(FORMATS)}); the content was not recognised") from exc
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
+
+
+def _orientation(image) -> int:
+    try:
+        value = int(image.getexif().get(_ORIENTATION_TAG, 1))
+    except Exception:  # malformed EXIF: decode as stored, like every viewer does
+        return 1
+    return value if 1 <= value <= 8 else 1
+
+
+def _content_size(spec: DecodeSpec, upright: tuple[int, int]) -> tuple[int, int]:
+    """(width, height) the whole image is scaled to before crop/pad."""
+    w, h = upright
+    if spec.resize == "stretch":
+        return spec.width, spec.height
+    scale = (max if spec.resize == "crop" else min)(spec.width / w, spec.height / h)
+    return max(1, round(w * scale)), max(1, round(h * scale))
+
+
+def decode(data: bytes, spec: DecodeSpec, decoder: str = "pillow") -> np.ndarray:
+    """Decodes one file's bytes to ``spec.shape`` of ``spec.dtype``.
+
+    ``decoder`` is the resolved name (see :func:`resolve_decoder`).
+    """
+    image = open_header(data)
+    try:
+        orientation = _orientation(image)
+        swapped = orientation in (5, 6, 7, 8)
+        raw_w, raw_h = image.size
+        upright = (raw_h, raw_w) if swapped else (raw_w, raw_h)
+        content_w, content_h = _content_size(spec, upright)
+        need = (content_h, content_w) if swapped else (content_w, content_h)  # in the stored frame
+        if image.format in ("JPEG", "MPO") and image.mode in ("RGB", "L") and spec.channels in (1, 3):
+            if decoder == "simplejpeg":
+                return _finish_array(_simplejpeg_decode(data, spec, need, orientation), spec, (content_w, content_h))
+            image.draft("L" if spec.channels == 1 else "RGB", need)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            image.load()
+            if orientation != 1:
+                from PIL import ImageOps
+
+                image = ImageOps.exif_transpose(image)
+        return _finish_pillow(image, spec, (content_w, content_h))
+    except ImageDecodeError:
+        raise
+    except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
+        raise ImageDecodeError(f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): {type(exc).__name__}: {exc}") from exc
+    finally:
+        image.close()
+
+
+def _simplejpeg_decode(data: bytes, spec: DecodeSpec, need: tuple[int, int], orientation: int) -> np.ndarray:
+    simplejpeg = _simplejpeg()
+    colorspace = "GRAY" if spec.channels == 1 else "RGB"
+    try:
+        array = simplejpeg.decode_jpeg(data, colorspace=colorspace, min_width=need[0], min_height=need[1], strict=True)
+    except ValueError as exc:
+        raise ImageDecodeError(f"could not decode the JPEG image: {exc}") from exc
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if orientation != 1:
+        array = _ORIENT_NUMPY[orientation](array)
+    return array
+
+
+def _resample():
+    return pillow().Resampling.BILINEAR
+
+
+def _place(content: np.ndarray, spec: DecodeSpec, content_size: tuple[int, int]) -> np.ndarray:
+    """Crops or pads an already scaled ``content`` array to the target (centre)."""
+    ch, cw = content.shape[:2]
+    if (ch, cw) == (spec.height, spec.width):
+        return content
+    if spec.resize == "crop":
+        top, left = (ch - spec.height) // 2, (cw - spec.width) // 2
+        return content[top : top + spec.height, left : left + spec.width]
+    out = np.zeros((spec.height, spec.width) + content.shape[2:], dtype=content.dtype)
+    top, left = (spec.height - ch) // 2, (spec.width - cw) // 2
+    out[top : top + ch, left : left + cw] = content
+    return out
+
+
+def _finish_array(array: np.ndarray, spec: DecodeSpec, content_size: tuple[int, int]) -> np.ndarray:
+    """uint8 (h, w, 1|3) from simplejpeg → the target shape and dtype."""
+    if (array.shape[1], array.shape[0]) != content_size:
+        Image = pillow()
+        squeezed = array[:, :, 0] if array.shape[2] == 1 else array
+        resized = Image.fromarray(np.ascontiguousarray(squeezed)).resize(content_size, _resample())
+        array = np.asarray(resized)
+        if array.ndim == 2:
+            array = array[:, :, None]
+    array = _place(array, spec, content_size)
+    return _to_dtype_uint8(array, spec)
+
+
+def _to_dtype_uint8(array: np.ndarray, spec: DecodeSpec) -> np.ndarray:
+    if spec.dtype == "uint8":
+        return np.ascontiguousarray(array, dtype=np.uint8)
+    return array.astype(np.float32) * np.float32(1 / 255)
+
+
+def _normalise_mode(image):
+    """An 8-bit image in L, LA, RGB or RGBA (or F, 0..1, for high bit depths)."""
+    mode = image.mode
+    if mode in _HIGH_DEPTH:
+        values = np.asarray(image)
+        if mode == "F":
+            values = np.clip(values.astype(np.float32), 0.0, 1.0)
+        else:
+            values = np.clip(values.astype(np.float32), 0, 65535) * np.float32(1 / 65535)
+        return pillow().fromarray(np.ascontiguousarray(values, dtype=np.float32), "F")
+    if mode in ("L", "LA", "RGB", "RGBA"):
+        return image
+    if mode == "P":
+        return image.convert("RGBA" if "transparency" in image.info else "RGB")
+    if mode == "PA" or mode == "La":
+        return image.convert("RGBA" if mode == "PA" else "LA")
+    if mode == "RGBa":
+        return image.convert("RGBA")
+    if mode == "1":
+        return image.convert("L")
+    return image.convert("RGB")  # CMYK, YCbCr, LAB, HSV, I;16 RGB variants
+
+
+def _finish_pillow(image, spec: DecodeSpec, content_size: tuple[int, int]) -> np.ndarray:
+    image = _normalise_mode(image)
+    if image.mode == "F":
+        return _finish_float(image, spec, content_size)
+    target = {1: "L", 3: "RGB", 4: "RGBA"}[spec.channels]
+    if image.mode != target:
+        image = image.convert(target)
+    if image.size != content_size:
+        image = image.resize(content_size, _resample())
+    array = np.asarray(image)
+    if array.ndim == 2:
+        array = array[:, :, None]
+    return _to_dtype_uint8(_place(array, spec, content_size), spec)
+
+
+def _finish_float(image, spec: DecodeSpec, content_size: tuple[int, int]) -> np.ndarray:
+    """A single-channel 0..1 float image (from 16-bit data) → target."""
+    if image.size != content_size:
+        image = image.resize(content_size, _resample())
+    gray = np.clip(np.asarray(image, dtype=np.float32), 0.0, 1.0)[:, :, None]
+    gray = _place(gray, spec, content_size)
+    if spec.channels == 3:
+        gray = np.repeat(gray, 3, axis=2)
+    elif spec.channels == 4:
+        gray = np.concatenate([np.repeat(gray, 3, axis=2), np.ones_like(gray)], axis=2)
+    if spec.dtype == "float32":
+        return np.ascontiguousarray(gray, dtype=np.float32)
+    return np.rint(gray * 255.0).astype(np.uint8)

@@ -1,0 +1,378 @@
+"""A folder of images, one sub-folder per class, as fixed-size image batches.
+
+Layout (the same as ``keras.utils.image_dataset_from_directory``)::
+
+    root/
+      cat/   a.jpg  b.png  more/c.webp     # nested folders belong to "cat"
+      dog/   d.jpg ...
+
+* **Labels.** With ``labels="inferred"`` (default) every top-level folder is
+  a class; its label is its index among the sorted folder names (or the
+  index a given ``label_map`` assigns). Images in nested sub-folders belong
+  to their top-level folder; images directly in ``root`` are ignored (and
+  counted). ``source.label_map``, ``source.class_names`` and
+  ``source.class_counts`` are known when the source opens, before training;
+  ``source.save_label_map(path)`` writes the map as JSON, and passing that
+  file as ``label_map=`` reuses it (for a validation set whose folders may
+  be a subset). ``labels=None`` reads every image below ``root`` without a
+  label column.
+* **Files.** Extensions are matched case-insensitively (``.jpg .jpeg .png
+  .webp .tif .tiff .bmp .gif`` ...) but the format is sniffed from the
+  content. Hidden entries (names starting with ``.``) and files with other
+  extensions are ignored and counted in ``source.ignored`` — they are not
+  errors. Symbolic links are followed (files and directories); a directory
+  reached twice through links (a cycle) is read once. Only local
+  directories are supported.
+* **Columns.** ``image`` ``(n, height, width, channels)`` of ``uint8`` or
+  ``float32`` (0..1), ``label`` (int64), ``path`` (str). See ``_decode.py``
+  for orientation, bit depth, channel and resize rules.
+* **Fragments** are slices of the sorted file list (``fragment_size``
+  files); each is decoded in the pipeline's read threads.
+* **Bad files.** With ``verify_headers=True`` (default) every file's header
+  is opened when the source opens (in threads): empty files, non-images and
+  unsupported formats are found before training. Truncated or corrupt image
+  data shows only when decoding. Under ``on_error="raise"`` the first bad
+  file raises a :class:`CorruptFileError` naming it. Under ``"skip"`` each
+  bad file is left out and recorded in ``dataset.report`` (location
+  ``"file"``, one row) — and because decoding is the only certain check,
+  the dataset counts its rows with one decoding pass before the first
+  epoch (``row_count_known=False``; done once, cached), so steps per epoch
+  are exact and ``yielded + reported == files``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+import numpy as np
+
+from ..core import Chunk
+from ..errors import BadInputReport, CorruptFileError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ._decode import IMAGE_SUFFIXES, Decoder, DecodeSpec, ImageDecodeError, OutputDType, Resize, decode, open_header, resolve_decoder
+
+Labels = Literal["inferred"]
+_FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"
+
+
+@dataclass
+class _Listing:
+    files: list[str] = field(default_factory=list)  # absolute paths, sorted
+    classes: list[str | None] = field(default_factory=list)  # top-level folder per file
+    sizes: list[int] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)  # every top-level class folder
+    ignored: dict[str, list[str]] = field(default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []})
+
+
+def _list_images(root: str, labels: Labels | None) -> _Listing:
+    """Walks ``root`` (following links, once per real directory), sorted."""
+    listing = _Listing()
+    found: list[tuple[tuple[str, ...], str, int]] = []
+    seen: set[tuple[int, int]] = set()
+    for directory, dirnames, filenames in os.walk(root, followlinks=True):
+        info = os.stat(directory)
+        if (info.st_dev, info.st_ino) in seen:
+            listing.ignored["repeated_directory"].append(directory)
+            dirnames[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        relative = os.path.relpath(directory, root)
+        parts = () if relative == "." else tuple(relative.split(os.sep))
+        for name in [d for d in dirnames if d.startswith(".")]:
+            listing.ignored["hidden"].append(os.path.join(directory, name))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if not parts:
+            listing.folders = list(dirnames)
+        for name in filenames:
+            path = os.path.join(directory, name)
+            if name.startswith("."):
+                listing.ignored["hidden"].append(path)
+            elif not name.lower().endswith(IMAGE_SUFFIXES):
+                listing.ignored["not_image"].append(path)
+            elif labels == "inferred" and not parts:
+                listing.ignored["outside_class_folders"].append(path)
+            else:
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    size = -1  # a broken link: reported as unreadable when probed or read
+                found.append((parts + (name,), path, size))
+    found.sort()
+    for parts, path, size in found:
+        listing.files.append(path)
+        listing.classes.append(parts[0] if labels == "inferred" else None)
+        listing.sizes.append(size)
+    for paths in listing.ignored.values():
+        paths.sort()
+    return listing
+
+
+def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[str, int]:
+    if isinstance(label_map, (str, os.PathLike)):
+        with open(label_map, encoding="utf-8") as handle:
+            label_map = json.load(handle)
+    mapping = {str(name): int(index) for name, index in dict(label_map).items()}
+    if len(set(mapping.values())) != len(mapping):
+        raise SchemaError(describe("The label map gives two classes the same label", found=str(mapping), fix="give every class its own integer"))
+    return mapping
+
+
+@dataclass(frozen=True)
+class ImageFragment:
+    """A slice of the sorted file list, decoded in one read-thread call."""
+
+    key: str
+    num_rows: int
+    paths: tuple[str, ...]
+    labels: np.ndarray | None
+    _source: "ImageSource" = field(repr=False, compare=False)
+
+    def read(self) -> Chunk:
+        source = self._source
+        spec = source.spec
+        images = np.empty((len(self.paths),) + spec.shape, dtype=spec.dtype)
+        keep = np.ones(len(self.paths), dtype=bool)
+        for index, path in enumerate(self.paths):
+            error = source._bad.get(path)
+            if error is None:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                    if not data:
+                        raise ImageDecodeError("the file is empty (0 bytes)")
+                    images[index] = decode(data, spec, source.decoder)
+                    continue
+                except (ImageDecodeError, OSError) as exc:
+                    error = source._bad.setdefault(path, _corrupt(path, exc))
+                    if source.on_error == "raise":
+                        raise error from exc
+            if source.on_error == "raise":
+                raise error
+            keep[index] = False
+            source.report.add(SkippedUnit(path, "file", str(error), 1))
+        chunk: Chunk = {"image": images, "path": np.array(self.paths, dtype=object)}
+        if self.labels is not None:
+            chunk["label"] = self.labels.copy()
+        if not keep.all():
+            chunk = {name: column[keep] for name, column in chunk.items()}
+        return chunk
+
+
+def _corrupt(path: str, exc: BaseException) -> CorruptFileError:
+    reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
+    return CorruptFileError(describe("Could not decode an image", where=path, expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image", found=reason, fix=_FIX))
+
+
+class ImageSource:
+    """Lists an image folder, assigns labels and splits it into fragments."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        spec: DecodeSpec,
+        labels: Labels | None = "inferred",
+        label_map: Mapping[str, int] | str | os.PathLike | None = None,
+        fragment_size: int = 128,
+        verify_headers: bool = True,
+        on_error: OnError = "raise",
+        report: BadInputReport | None = None,
+        threads: int = 8,
+    ) -> None:
+        if labels not in ("inferred", None):
+            raise ValueError(f"labels must be 'inferred' or None, got {labels!r}")
+        if fragment_size < 1:
+            raise ValueError(f"fragment_size must be >= 1, got {fragment_size}")
+        self.root = os.path.abspath(os.fspath(root))
+        if not os.path.isdir(self.root):
+            raise FileNotFoundError(describe("No such directory", where=self.root, expected="a folder with one sub-folder per class", fix="check the path"))
+        self.spec = spec
+        self.decoder = resolve_decoder(spec.decoder)
+        self.on_error = on_error
+        self.report = report or BadInputReport()
+        self._bad: dict[str, CorruptFileError] = {}
+        listing = _list_images(self.root, labels)
+        self.ignored = listing.ignored
+        self.label_map = self._label_map(self.root, listing, labels, label_map)
+
+        files, classes, sizes = listing.files, listing.classes, listing.sizes
+        if verify_headers:
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                problems = list(pool.map(_probe, files))
+            good = []
+            for index, problem in enumerate(problems):
+                if problem is None:
+                    good.append(index)
+                    continue
+                error = _corrupt(files[index], problem)
+                if on_error == "raise":
+                    raise error from problem
+                self._bad[files[index]] = error
+                self.report.add(SkippedUnit(files[index], "file", str(error), 1))
+            files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
+        self.files = tuple(files)
+        self._sizes = tuple(sizes)
+        label_array = np.array([self.label_map[c] for c in classes], dtype=np.int64) if labels == "inferred" else None
+        self.fragments = [
+            ImageFragment(
+                key=f"{self.root}#files={start}-{min(start + fragment_size, len(files)) - 1}",
+                num_rows=min(fragment_size, len(files) - start),
+                paths=self.files[start : start + fragment_size],
+                labels=None if label_array is None else label_array[start : start + fragment_size],
+                _source=self,
+            )
+            for start in range(0, len(files), fragment_size)
+        ]
+        self.class_counts: dict[str, int] = {name: 0 for name in self.class_names} if labels == "inferred" else {}
+        for name in classes:
+            if name is not None:
+                self.class_counts[name] += 1
+        self.report.total_rows = len(listing.files)
+        self.report.total_files = len(listing.files)
+        self.report.check_budget()
+        self.row_bytes = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize + 8 + 64)
+        self._columns = ["image"] + (["label"] if labels == "inferred" else []) + ["path"]
+        self._fingerprint: dict | None = None
+
+    @staticmethod
+    def _label_map(root: str, listing: _Listing, labels: Labels | None, given: Any) -> dict[str, int]:
+        if labels is None:
+            return {}
+        if given is None:
+            return {name: index for index, name in enumerate(sorted(listing.folders))}
+        mapping = _load_label_map(given)
+        unknown = [name for name in listing.folders if name not in mapping]
+        if unknown:
+            raise SchemaError(
+                describe(
+                    f"Class folders {unknown} are not in the label map",
+                    where=", ".join(os.path.join(root, name) for name in unknown),
+                    expected=f"folders among {sorted(mapping)}",
+                    fix="add them to label_map, or remove those folders",
+                )
+            )
+        return mapping
+
+    @property
+    def class_names(self) -> list[str]:
+        """Class names in label order."""
+        return sorted(self.label_map, key=self.label_map.__getitem__)
+
+    def save_label_map(self, path: str | os.PathLike) -> None:
+        """Writes ``{"class name": label, ...}`` as JSON (reuse it with ``label_map=path``)."""
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(self.label_map, out, ensure_ascii=False, indent=1)
+
+    def summary(self) -> dict:
+        """Counts of what was read, ignored and found bad when the source opened."""
+        return {
+            "images": len(self.files),
+            "classes": dict(self.class_counts),
+            "ignored": {reason: len(paths) for reason, paths in self.ignored.items()},
+            "bad_at_open": len(self._bad),
+        }
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self._columns)
+
+    def fingerprint(self) -> dict:
+        if self._fingerprint is None:
+            digest = hashlib.sha1()
+            for path, size in zip(self.files, self._sizes):
+                digest.update(f"{os.path.relpath(path, self.root)}\0{size}\n".encode())
+            spec = self.spec
+            self._fingerprint = {
+                "format": "images",
+                "files": len(self.files),
+                "digest": digest.hexdigest()[:16],
+                "columns": self.column_names,
+                "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize],
+                "label_map": self.label_map,
+            }
+        return self._fingerprint
+
+
+def _probe(path: str) -> BaseException | None:
+    """Opens one file's header; returns the problem, if any."""
+    try:
+        if os.stat(path).st_size == 0:
+            return ImageDecodeError("the file is empty (0 bytes)")
+        with open(path, "rb") as handle:
+            open_header(handle).close()
+    except (ImageDecodeError, OSError) as exc:
+        return exc
+    return None
+
+
+def read_images(
+    root: str | os.PathLike,
+    *,
+    size: tuple[int, int] = (224, 224),
+    channels: Literal[1, 3, 4] = 3,
+    dtype: OutputDType = "uint8",
+    resize: Resize = "stretch",
+    labels: Labels | None = "inferred",
+    label_map: Mapping[str, int] | str | os.PathLike | None = None,
+    decoder: Decoder = "auto",
+    fragment_size: int = 128,
+    verify_headers: bool = True,
+    on_error: OnError = "raise",
+    max_bad_fraction: float | None = None,
+    max_bad_count: int | None = None,
+    report_path: str | os.PathLike | None = None,
+):
+    """Streams a folder of images with one sub-folder per class.
+
+    Args:
+        size: ``(height, width)`` of every output image.
+        channels: 1 (grayscale), 3 (RGB, alpha dropped) or 4 (RGBA).
+        dtype: ``"uint8"`` (0..255) or ``"float32"`` (0..1). Never float64:
+            it would double memory for no precision a model uses.
+        resize: ``"stretch"`` (ignore aspect), ``"crop"`` (keep aspect,
+            cover, centre crop) or ``"pad"`` (keep aspect, fit, centre on
+            zeros).
+        labels: ``"inferred"`` from top-level folders, or ``None``.
+        label_map: ``{class: label}`` or a JSON file written by
+            ``source.save_label_map``; default: sorted folder names.
+        decoder: ``"auto"`` (simplejpeg for JPEG if installed, else
+            Pillow), ``"pillow"`` or ``"simplejpeg"``.
+        fragment_size: files per fragment (the unit of parallel decoding,
+            shuffling and sharding).
+        verify_headers: open every file's header when the source opens.
+        on_error: ``"raise"`` (default) at the first bad file, naming it, or
+            ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
+            lines in ``report_path``) within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset` with columns ``image``, ``label``
+        (unless ``labels=None``) and ``path``.
+    """
+    from ..pipeline import Dataset
+
+    if dtype not in ("uint8", "float32"):
+        raise ValueError(f"dtype must be 'uint8' or 'float32', got {dtype!r}")
+    if channels not in (1, 3, 4):
+        raise ValueError(f"channels must be 1, 3 or 4, got {channels!r}")
+    if resize not in ("stretch", "crop", "pad"):
+        raise ValueError(f"resize must be 'stretch', 'crop' or 'pad', got {resize!r}")
+    height, width = (int(v) for v in size)
+    if height < 1 or width < 1:
+        raise ValueError(f"size must be positive (height, width), got {size!r}")
+    spec = DecodeSpec(height, width, int(channels), dtype, resize, decoder)
+    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    source = ImageSource(
+        root,
+        spec=spec,
+        labels=labels,
+        label_map=label_map,
+        fragment_size=fragment_size,
+        verify_headers=verify_headers,
+        on_error=on_error,
+        report=report,
+    )
+    return Dataset(source=source, on_error=on_error, report=report, row_count_known=on_error == "raise")
