@@ -1,0 +1,144 @@
+"""HDF5 benchmark: streamfeed iteration vs. the h5py slicing limit, side by side.
+
+On one generated file (default 2 M rows x 32 float32 features + a float32
+label, chunked along rows; ``--quick``: 200 k rows), each approach runs in a
+fresh process and reports rows/s and peak RSS:
+
+* ``h5py_slices``: the limit, ``ds[i:i+chunk]`` contiguous reads in a loop
+  (features and label), chunk = the dataset's chunk rows;
+* ``streamfeed``: ``read_hdf5(...).batch(1024)``, read threads (default);
+* ``streamfeed_p2``: the same with ``processes=2`` (worker processes +
+  shared memory), to see whether processes pay for HDF5 decoding.
+
+Both an uncompressed and a gzip-compressed file are measured (the gzip one
+is where decoding, serialised by h5py's lock in threads, could gain from
+processes). Data is cached under ``~/.cache/streamfeed/bench/`` (never in
+the repository).
+
+Usage::
+
+    python benchmarks/hdf5.py            # 2 M rows
+    python benchmarks/hdf5.py --quick    # 200 k rows, smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = str(Path(__file__).resolve())
+DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "streamfeed" / "bench"
+N_FEATURES, CHUNK_ROWS, BATCH = 32, 65_536, 1024
+APPROACHES = {
+    "h5py_slices": "h5py ds[i:i+chunk] loop (limit)",
+    "streamfeed": "streamfeed read_hdf5, threads",
+    "streamfeed_p2": "streamfeed read_hdf5, processes=2",
+}
+TARGET = 0.8
+
+
+def generate(rows: int, compression: str | None) -> Path:
+    import h5py
+    import numpy as np
+
+    path = DATA_DIR / f"hdf5-{rows}rows-c{CHUNK_ROWS}-{compression or 'none'}.h5"
+    if path.exists():
+        return path
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal(N_FEATURES).astype(np.float32)
+    with h5py.File(partial, "w") as f:
+        x = f.create_dataset("x", (rows, N_FEATURES), np.float32, chunks=(CHUNK_ROWS, N_FEATURES), compression=compression)
+        y = f.create_dataset("y", (rows,), np.float32, chunks=(CHUNK_ROWS,), compression=compression)
+        for start in range(0, rows, CHUNK_ROWS):
+            n = min(CHUNK_ROWS, rows - start)
+            block = rng.standard_normal((n, N_FEATURES), dtype=np.float32)
+            x[start : start + n] = block
+            y[start : start + n] = block @ weights
+    partial.rename(path)  # a half-written file is never used
+    return path
+
+
+def worker(approach: str, path: str) -> dict:
+    import h5py  # imports are not timed: streamfeed's (pyarrow) would dominate a quick run
+
+    if approach != "h5py_slices":
+        from streamfeed.sources.hdf5 import read_hdf5
+    started = time.perf_counter()
+    rows = 0
+    if approach == "h5py_slices":
+        with h5py.File(path, "r") as f:
+            x, y = f["x"], f["y"]
+            step = x.chunks[0]
+            for i in range(0, x.shape[0], step):
+                xs, ys = x[i : i + step], y[i : i + step]
+                rows += len(ys)
+    else:
+        ds = read_hdf5(path, columns={"x": "/x", "y": "/y"}, processes=2 if approach == "streamfeed_p2" else None)
+        with ds.batch(BATCH).iter_epoch(0) as it:
+            for batch in it:
+                rows += len(batch["y"])
+        ds.source.close()
+    seconds = time.perf_counter() - started
+    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def run(approach: str, path: Path) -> dict:
+    proc = subprocess.run([sys.executable, SCRIPT, "--worker", approach, str(path)], capture_output=True, text=True, timeout=1800)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200 k rows instead of 2 M")
+    parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=2, help="runs per approach (best is kept)")
+    parser.add_argument("--out", type=Path, default=None, help="write results as JSON")
+    parser.add_argument("--worker", nargs=2, metavar=("APPROACH", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print("RESULT " + json.dumps(worker(*args.worker)), flush=True)
+        return 0
+    rows = args.rows or (200_000 if args.quick else 2_000_000)
+    print("command:", shlex.join([sys.executable, *sys.argv]))
+    results = {}
+    for compression in (None, "gzip"):
+        path = generate(rows, compression)
+        with open(path, "rb") as handle:  # warm the page cache for every approach alike
+            while handle.read(1 << 24):
+                pass
+        label = compression or "uncompressed"
+        results[label] = {}
+        print(f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, {rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)")
+        print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'peak RSS MiB':>13s}")
+        for approach, title in APPROACHES.items():
+            runs = [run(approach, path) for _ in range(args.repeat)]
+            good = [r for r in runs if "error" not in r]
+            best = max(good, key=lambda r: r["rows_per_s"]) if good else runs[0]
+            results[label][approach] = best
+            if "error" in best:
+                print(f"{title:40s} ERROR {best['error']}")
+                continue
+            limit = results[label]["h5py_slices"].get("rows_per_s")
+            ratio = best["rows_per_s"] / limit if limit else float("nan")
+            print(f"{title:40s} {best['rows_per_s']:12,.0f} {ratio:8.2f}x {best['peak_rss'] / 2**20:13,.0f}")
+        ratio = results[label]["streamfeed"].get("rows_per_s", 0) / results[label]["h5py_slices"].get("rows_per_s", 1)
+        print(f"target streamfeed >= {TARGET}x the h5py limit: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}x)")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,554 @@
+"""HDF5 files (h5py datasets, and pandas/PyTables ``format="table"`` files).
+
+Columns are datasets of one or more files, named by the user
+(``columns={"x": "/images", "y": "/labels"}``) or discovered (every dataset,
+named by its path). Each file is opened once when the source opens: that
+finds unreadable files, missing datasets, datasets of different lengths and
+compression filters this h5py lacks before training starts, and gives exact
+row counts from the dataset shapes.
+
+Fragments are row ranges ``[start, stop)`` aligned to the HDF5 chunks along
+axis 0 of the widest column (so no chunk is decompressed by two fragments),
+grouped to about :data:`TARGET_FRAGMENT_BYTES`; contiguous (unchunked)
+datasets get ranges of that size. A fragment's read is one contiguous slice
+``ds[start:stop]`` per dataset, read straight into a fresh array.
+
+Files are opened per fragment read and closed right after (``with``): an
+h5py open costs tens of microseconds against milliseconds of reading a
+fragment, nothing is cached per thread, and no handle outlives a read.
+h5py serialises every call through one global lock, so read threads
+overlap only Python-side work, not HDF5 decoding. ``processes=N`` reads
+fragments in N worker processes instead (each writes into shared memory
+that the fragment copies out once); see ``benchmarks/hdf5.py`` for when that
+pays.
+
+pandas/PyTables ``table`` files are read too: the ``table`` dataset is a
+compound dtype; each field is a column (the pandas ``index`` field is left
+out by default), and a ``values_block_N`` field (several pandas columns
+stored together) is split into its pandas column names, which PyTables keeps
+as a pickled list: it is disassembled with :mod:`pickletools`, never
+unpickled.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import pickletools
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..core import Chunk
+from ..errors import (
+    BadInputReport,
+    CorruptFileError,
+    ErrorBudget,
+    MissingDependencyError,
+    OnError,
+    SchemaError,
+    SkippedUnit,
+    describe,
+    require,
+)
+from ._paths import PathLike, resolve_files
+
+TARGET_FRAGMENT_BYTES = 8 * 2**20
+"""Default fragment size: a few MiB keeps per-fragment overhead negligible
+and shuffle windows of many fragments within the default memory limit."""
+
+_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+
+
+def _h5py():
+    return require("h5py", "hdf5")
+
+
+@dataclass(frozen=True)
+class _Column:
+    """Where one output column lives inside a file."""
+
+    name: str
+    dataset: str  # absolute dataset path
+    field: str | None = None  # compound-dtype field
+    index: int | None = None  # position inside a PyTables values_block field
+    dtype: np.dtype = np.dtype("f8")
+    shape: tuple[int, ...] = ()  # per-row shape
+
+    @property
+    def label(self) -> str:
+        """How the column's source is named in messages."""
+        if self.field is None:
+            return self.dataset
+        return f"{self.dataset} field {self.field!r}" + ("" if self.index is None else f"[{self.index}]")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One readable thing in a file: a dataset, or a field of a compound dataset."""
+
+    dataset: str
+    field: str | None
+    index: int | None
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    rows: int
+    default: bool  # included when columns are discovered
+    default_name: str
+
+
+def _pickled_names(raw: Any) -> list[str] | None:
+    """Column names in a PyTables ``*_kind`` attribute, without unpickling.
+
+    The attribute is a pickled list of strings; its opcodes are walked with
+    :func:`pickletools.genops` and only string arguments are collected. Any
+    other opcode (a global, a reduce) means it is not a plain list: None.
+    """
+    if not isinstance(raw, (bytes, np.bytes_)):
+        return None
+    allowed = {"PROTO", "FRAME", "MARK", "LIST", "EMPTY_LIST", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+               "APPEND", "APPENDS", "STOP", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "STRING",
+               "BINSTRING", "SHORT_BINSTRING"}
+    names: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(bytes(raw)):
+            if opcode.name not in allowed:
+                return None
+            if isinstance(arg, str) and ("STRING" in opcode.name or "UNICODE" in opcode.name):
+                names.append(str(arg))
+    except Exception:  # noqa: BLE001 - not a pickle we understand
+        return None
+    return names
+
+
+def _catalog(handle: Any) -> dict[str, _Entry]:
+    """Everything a column may name in an open file, by path.
+
+    Plain datasets are ``/group/name``; fields of compound datasets
+    ``/group/table/field``. PyTables index groups (``_i_*``) are left out:
+    they are bookkeeping of other lengths, not data.
+    """
+    h5py = _h5py()
+    entries: dict[str, _Entry] = {}
+
+    def visit(name: str, obj: Any) -> None:
+        if any(part.startswith("_i_") for part in name.split("/")) or not isinstance(obj, h5py.Dataset):
+            return
+        path = "/" + name
+        if obj.shape == ():
+            return  # a scalar holds no rows
+        rows, dtype = int(obj.shape[0]), obj.dtype
+        if dtype.names is None:
+            entries[path] = _Entry(path, None, None, dtype, tuple(obj.shape[1:]), rows, True, name)
+            return
+        pytables = bytes(obj.attrs.get("CLASS", b"")) == b"TABLE"
+        for field in dtype.names:
+            sub = dtype.fields[field][0]
+            base, shape = (sub.base, sub.shape) if sub.subdtype else (sub, ())
+            names = _pickled_names(obj.attrs.get(f"{field}_kind")) if pytables else None
+            if pytables and field.startswith("values_block_") and names and shape == (len(names),):
+                for index, column in enumerate(names):
+                    entries[f"{path}/{column}"] = _Entry(path, field, index, base, (), rows, True, column)
+                continue
+            default = not (pytables and field == "index")
+            entries[f"{path}/{field}"] = _Entry(path, field, None, base, tuple(shape), rows, default, field)
+
+    handle.visititems(visit)
+    return entries
+
+
+def _check_filters(dataset: Any, path: str) -> None:
+    """Refuses, at open, a dataset compressed with a filter this h5py cannot decode."""
+    h5py = _h5py()
+    plist = dataset.id.get_create_plist()
+    for number in range(plist.get_nfilters()):
+        code, _flags, _values, name = plist.get_filter(number)
+        if not h5py.h5z.filter_avail(code):
+            label = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+            raise MissingDependencyError(
+                describe(
+                    f"Dataset {dataset.name} is compressed with HDF5 filter {code} ({label}), which this h5py cannot decode",
+                    where=path,
+                    fix="pip install hdf5plugin and 'import hdf5plugin' before reading (it registers blosc, lz4, zstd, bitshuffle, ...)",
+                )
+            )
+
+
+def _read_range(path: str, columns: Sequence[_Column], start: int, stop: int, out: Mapping[str, np.ndarray]) -> None:
+    """Reads rows ``[start, stop)`` of every column into ``out`` (arrays of stop-start rows).
+
+    One contiguous slice per dataset; a compound dataset shared by several
+    columns is read once.
+    """
+    h5py = _h5py()
+    with h5py.File(path, "r") as handle:
+        by_dataset: dict[str, list[_Column]] = {}
+        for column in columns:
+            by_dataset.setdefault(column.dataset, []).append(column)
+        for name, wanted in by_dataset.items():
+            dataset = handle[name]
+            if len(wanted) == 1 and wanted[0].field is None:
+                if stop > start:
+                    dataset.read_direct(out[wanted[0].name], np.s_[start:stop])
+                continue
+            records = dataset[start:stop]
+            for column in wanted:
+                values = records[column.field]
+                out[column.name][...] = values if column.index is None else values[:, column.index]
+
+
+def _empty_out(columns: Sequence[_Column], rows: int, buffer: Any = None) -> dict[str, np.ndarray]:
+    """Arrays for ``rows`` rows of every column, fresh or laid out in ``buffer``."""
+    out, offset = {}, 0
+    for column in columns:
+        shape = (rows, *column.shape)
+        if buffer is None:
+            out[column.name] = np.empty(shape, dtype=column.dtype)
+        else:
+            count = int(np.prod(shape))
+            out[column.name] = np.frombuffer(buffer, dtype=column.dtype, count=count, offset=offset).reshape(shape)
+            offset += count * column.dtype.itemsize
+    return out
+
+
+def _process_read(path: str, columns: Sequence[_Column], start: int, stop: int, shm_name: str) -> None:
+    """Worker-process side of ``processes=N``: reads rows into the named shared memory."""
+    from multiprocessing import shared_memory
+
+    # The parent owns and unlinks the block. Spawned workers share the
+    # parent's resource tracker, so attaching here registers nothing new.
+    block = shared_memory.SharedMemory(name=shm_name)
+    try:
+        out = _empty_out(columns, stop - start, block.buf)
+        _read_range(path, columns, start, stop, out)
+        del out
+    finally:
+        block.close()
+
+
+class _ProcessReader:
+    """A lazily started pool of worker processes shared by a source's fragments."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> concurrent.futures.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                import multiprocessing
+
+                # spawn, not fork: the pipeline's threads are running when the pool starts.
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    self.processes, mp_context=multiprocessing.get_context("spawn")
+                )
+                weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
+            return self._pool
+
+    def read(self, path: str, columns: Sequence[_Column], start: int, stop: int) -> Chunk:
+        from multiprocessing import shared_memory
+
+        rows = stop - start
+        size = sum(rows * int(np.prod(c.shape, dtype=np.int64)) * c.dtype.itemsize for c in columns)
+        if size == 0:
+            return _empty_out(columns, rows)
+        block = shared_memory.SharedMemory(create=True, size=size)
+        try:
+            self._get().submit(_process_read, path, list(columns), start, stop, block.name).result()
+            views = _empty_out(columns, rows, block.buf)
+            chunk = {name: view.copy() for name, view in views.items()}
+            del views
+            return chunk
+        finally:
+            block.close()
+            block.unlink()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+
+
+@dataclass(frozen=True)
+class HDF5Fragment:
+    """Rows ``[start, stop)`` of the chosen datasets of one file."""
+
+    key: str
+    num_rows: int
+    path: str
+    start: int
+    stop: int
+    _columns: tuple[_Column, ...]
+    _processes: _ProcessReader | None = None
+
+    @property
+    def location(self) -> str:
+        return f"rows {self.start}-{self.stop - 1}"
+
+    def read(self) -> Chunk:
+        try:
+            if self._processes is not None:
+                return self._processes.read(self.path, self._columns, self.start, self.stop)
+            out = _empty_out(self._columns, self.num_rows)
+            _read_range(self.path, self._columns, self.start, self.stop, out)
+            return out
+        except (OSError, KeyError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, CorruptFileError):
+                raise
+            raise CorruptFileError(
+                describe(
+                    "Could not read rows of an HDF5 file",
+                    where=f"{self.path}, datasets {[c.label for c in self._columns]}, {self.location}",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix="check the file (h5dump, or h5py), or pass on_error='skip' to leave these rows out and report them",
+                )
+            ) from exc
+
+
+def _fragment_rows(columns: Sequence[_Column], chunks: Mapping[str, int | None], rows_per_fragment: int | None) -> tuple[int, int]:
+    """(rows per fragment, alignment): a multiple of the widest column's chunk rows."""
+    widest = max(columns, key=lambda c: c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)))
+    align = chunks.get(widest.dataset) or 1
+    row_bytes = sum(c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)) for c in columns) or 1
+    target = rows_per_fragment or max(1, TARGET_FRAGMENT_BYTES // row_bytes)
+    return max(align, target // align * align), align
+
+
+class HDF5Source:
+    """Opens HDF5 input: checks files, datasets and lengths; splits into row ranges."""
+
+    def __init__(
+        self,
+        paths: PathLike,
+        *,
+        columns: Mapping[str, str] | None = None,
+        rows_per_fragment: int | None = None,
+        processes: int | None = None,
+        on_error: OnError = "raise",
+        report: BadInputReport | None = None,
+    ) -> None:
+        h5py = _h5py()
+        if rows_per_fragment is not None and rows_per_fragment < 1:
+            raise ValueError(f"rows_per_fragment must be >= 1, got {rows_per_fragment}")
+        if processes is not None and processes < 1:
+            raise ValueError(f"processes must be >= 1 (or None for threads), got {processes}")
+        self.report = report or BadInputReport()
+        resolved = resolve_files(paths, suffixes=_SUFFIXES)
+        self._processes = _ProcessReader(processes) if processes else None
+        self._requested = dict(columns) if columns is not None else None
+        self._columns: tuple[_Column, ...] | None = None
+        self._rows_per_fragment = rows_per_fragment
+        self.files: list[str] = []
+        self.fragments: list[HDF5Fragment] = []
+        sizes = []
+        for path in resolved.files:
+            try:
+                with h5py.File(path, "r") as handle:
+                    rows, chunks, columns = self._open_file(handle, path)
+            except (SchemaError, CorruptFileError) as error:
+                if on_error == "raise":
+                    raise
+                self.report.add(SkippedUnit(path, "file", str(error), None))
+                continue
+            except OSError as exc:  # h5py: not HDF5, truncated, zero bytes, unreadable
+                error = CorruptFileError(
+                    describe(
+                        "A file is not readable HDF5 (corrupt, truncated, empty, or another format)",
+                        where=path,
+                        expected="an HDF5 file (signature \\x89HDF\\r\\n\\x1a\\n and a complete superblock)",
+                        found=f"{os.path.getsize(path) if os.path.exists(path) else '?'} bytes; h5py says: {exc}",
+                        fix="rewrite or remove the file, or pass on_error='skip' to leave it out and report it",
+                    )
+                )
+                if on_error == "raise":
+                    raise error from exc
+                self.report.add(SkippedUnit(path, "file", str(error), None))
+                continue
+            self.files.append(path)
+            sizes.append(os.path.getsize(path))
+            self._split(path, rows, chunks, columns)
+        self._sizes = sizes
+        self.report.total_rows = sum(f.num_rows for f in self.fragments)
+        self.report.total_files = len(resolved.files)
+        self.report.check_budget()
+        self._fingerprint: dict | None = None
+
+    # ------------------------------------------------------------------ opening
+    def _open_file(self, handle: Any, path: str) -> tuple[int, dict[str, int | None], tuple[_Column, ...]]:
+        """Resolves the columns in one open file; returns its rows and chunk rows per dataset."""
+        catalog = _catalog(handle)
+        listing = ", ".join(f"{key} {entry.dtype}{list((entry.rows, *entry.shape))}" for key, entry in catalog.items()) or "none"
+        if self._requested is None:
+            chosen = {entry.default_name: entry for entry in catalog.values() if entry.default}
+            if len(chosen) < sum(entry.default for entry in catalog.values()):
+                raise SchemaError(
+                    describe(
+                        "Datasets or fields of this file have the same name when discovered",
+                        where=path,
+                        found=f"datasets {listing}",
+                        fix="name the columns: columns={'x': '/path/to/dataset', ...}",
+                    )
+                )
+            if not chosen:
+                raise SchemaError(describe("The file holds no datasets with rows", where=path, found=f"datasets {listing}"))
+        else:
+            chosen = {}
+            for name, where in self._requested.items():
+                key = "/" + where.strip("/")
+                if key not in catalog:
+                    raise SchemaError(
+                        describe(
+                            f"Column {name!r} names dataset {where!r}, which is not in the file",
+                            where=path,
+                            expected="a dataset path (or /compound/field)",
+                            found=f"available datasets: {listing}",
+                            fix=f"use one of the paths listed for {name!r}",
+                        )
+                    )
+                chosen[name] = catalog[key]
+        columns = tuple(_Column(name, e.dataset, e.field, e.index, e.dtype, e.shape) for name, e in chosen.items())
+        lengths = {column.label: chosen[column.name].rows for column in columns}
+        first_label, first_rows = next(iter(lengths.items()))
+        for label, rows in lengths.items():
+            if rows != first_rows:
+                raise SchemaError(
+                    describe(
+                        "Datasets of one file have different lengths",
+                        where=path,
+                        expected="the same number of rows in every dataset (rows are read together)",
+                        found=f"{first_label} has {first_rows} rows, {label} has {rows} rows",
+                        fix="fix the file; streamfeed never truncates to the shorter dataset",
+                    )
+                )
+        for dataset in {column.dataset for column in columns}:
+            _check_filters(handle[dataset], path)
+        for column in columns:
+            if column.dtype.hasobject or column.dtype.kind in "OV":
+                raise SchemaError(
+                    describe(
+                        f"Column {column.name!r} ({column.label}) has dtype {column.dtype}, which is not a fixed-size NumPy type",
+                        where=path,
+                        fix="store variable-length data as fixed-size arrays (pad), or leave this column out",
+                    )
+                )
+        if self._columns is None:
+            self._columns = columns
+        else:
+            by_name = {c.name: c for c in columns}
+            if sorted(by_name) == sorted(c.name for c in self._columns):
+                columns = tuple(by_name[c.name] for c in self._columns)  # same columns, maybe stored in another order
+            if [c.name for c in columns] != [c.name for c in self._columns]:
+                raise SchemaError(
+                    describe(
+                        "Files have different datasets",
+                        where=path,
+                        expected=f"columns {[c.name for c in self._columns]} as in {self.files[0] if self.files else 'the first file'}",
+                        found=f"{[c.name for c in columns]}",
+                        fix="name the columns explicitly: columns={...}",
+                    )
+                )
+            for mine, theirs in zip(self._columns, columns):
+                if (mine.dtype, mine.shape) != (theirs.dtype, theirs.shape):
+                    raise SchemaError(
+                        describe(
+                            f"Column {mine.name!r} differs between files",
+                            where=f"{self.files[0] if self.files else '?'} and {path}",
+                            expected=f"{mine.dtype}{list(mine.shape)} per row as in the first file",
+                            found=f"{theirs.dtype}{list(theirs.shape)} ({theirs.label})",
+                            fix="write every file with the same dtypes and shapes",
+                        )
+                    )
+        chunks = {c.dataset: (handle[c.dataset].chunks or (None,))[0] for c in columns}
+        return first_rows, chunks, columns
+
+    def _split(self, path: str, rows: int, chunks: Mapping[str, int | None], columns: tuple[_Column, ...]) -> None:
+        size, _ = _fragment_rows(columns, chunks, self._rows_per_fragment)
+        for start in range(0, rows, size):
+            stop = min(rows, start + size)
+            self.fragments.append(
+                HDF5Fragment(f"{path}#rows={start}:{stop}", stop - start, path, start, stop, columns, self._processes)
+            )
+
+    # ---------------------------------------------------------------- protocol
+    @property
+    def column_names(self) -> list[str]:
+        if self._columns is None:
+            return list(self._requested or {})
+        return [column.name for column in self._columns]
+
+    @property
+    def row_bytes(self) -> float:
+        if not self._columns:
+            return 64.0
+        return float(max(8, sum(c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)) for c in self._columns)))
+
+    def fingerprint(self) -> dict:
+        """Files (paths and sizes), columns and fragment boundaries; computed once."""
+        if self._fingerprint is None:
+            digest = hashlib.sha1()
+            for path, size in zip(self.files, self._sizes):
+                digest.update(f"{path}\0{size}\n".encode())
+            for fragment in self.fragments:
+                digest.update(f"{fragment.start}:{fragment.stop}\n".encode())
+            self._fingerprint = {
+                "format": "hdf5",
+                "files": len(self.files),
+                "digest": digest.hexdigest()[:16],
+                "columns": {c.name: c.label for c in self._columns or ()},
+            }
+        return self._fingerprint
+
+    def close(self) -> None:
+        """Stops worker processes (``processes=N``); they also stop when the source is collected."""
+        if self._processes is not None:
+            self._processes.close()
+
+
+def read_hdf5(
+    paths: PathLike,
+    *,
+    columns: Mapping[str, str] | None = None,
+    rows_per_fragment: int | None = None,
+    processes: int | None = None,
+    on_error: OnError = "raise",
+    max_bad_fraction: float | None = None,
+    max_bad_count: int | None = None,
+    report_path: str | os.PathLike | None = None,
+):
+    """Streams HDF5 datasets: a file, a directory, a glob or a list of files.
+
+    Args:
+        columns: output column name → dataset path, e.g.
+            ``{"x": "/images", "y": "/meta/labels"}``; a field of a compound
+            dataset (a pandas/PyTables table) is ``"/df/table/<field>"``. By
+            default every dataset is a column named by its path (without the
+            leading ``/``), and a PyTables table's fields by the pandas
+            column names (its ``index`` left out). All columns of a file
+            must have the same length: a mismatch raises, naming both.
+        rows_per_fragment: rows per fragment, rounded down to a multiple of
+            the HDF5 chunk rows (at least one chunk); by default about
+            8 MiB of rows.
+        processes: read fragments in this many worker processes (HDF5
+            decoding holds h5py's global lock, so threads do not decode in
+            parallel); ``None`` (default) reads in the pipeline's threads.
+        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files (and
+            files whose datasets are missing or of unequal lengths) and
+            unreadable row ranges, recorded in ``dataset.report`` (and as
+            JSON lines in ``report_path``) within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    from ..pipeline import Dataset
+
+    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    source = HDF5Source(
+        paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, on_error=on_error, report=report
+    )
+    return Dataset(source=source, on_error=on_error, report=report)
