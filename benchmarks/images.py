@@ -1,0 +1,257 @@
+"""Image-folder benchmark: streamfeed vs Keras's loaders and the decoder limit.
+
+Measured side by side in one run, each approach in a fresh process (images/s
+and that process's peak RSS), on the same generated JPEG class folders:
+
+* ``limit``: the decode+resize limit — the best decoder (simplejpeg with
+  DCT-domain scaling when installed, else Pillow+draft) over every file in
+  a thread pool of all cores, results discarded;
+* ``streamfeed``: ``read_images(...).batch(64)`` iterated;
+* ``idfd``: ``keras.utils.image_dataset_from_directory`` (tf.data) iterated;
+* ``pydataset``: a ``keras.utils.PyDataset`` opening each file with PIL;
+* the same three training one epoch of a tiny model (``fit``, TF backend).
+
+Cases: 256x256 JPEGs -> 224x224 uint8 batches (default 10 000 images), and
+a 4x downscale, 1024x1024 -> 256x256 (iteration only). Targets: streamfeed
+fit >= 1.5x image_dataset_from_directory's, streamfeed iteration >= 0.9x
+the all-core decoder limit.
+
+Usage::
+
+    python benchmarks/images.py            # 10 000 + 2 000 images
+    python benchmarks/images.py --quick    # 1 000 + 200 images (smoke run)
+
+Images are generated once under ``~/.cache/streamfeed/bench/images/`` (or
+``--data-dir``), never in the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = str(Path(__file__).resolve())
+BATCH = 64
+CLASSES = 10
+DEFAULT_DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "streamfeed" / "bench" / "images"
+TARGETS = {"fit_vs_idfd": 1.5, "iter_vs_limit": 0.9}
+
+
+# ------------------------------------------------------------------ data
+def generate(data_dir: Path, count: int, side: int) -> Path:
+    """``count`` JPEGs of ``side``² in 10 class folders (smooth random content), cached."""
+    import numpy as np
+    from PIL import Image
+
+    path = Path(data_dir) / f"jpeg-{count}x{side}"
+    if (path / "_DONE").exists():
+        return path
+    rng = np.random.default_rng(0)
+    for index in range(count):
+        folder = path / f"class_{index % CLASSES:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        small = rng.integers(0, 256, (side // 16, side // 16, 3), dtype=np.uint8)
+        Image.fromarray(small).resize((side, side), Image.BICUBIC).save(folder / f"{index:06d}.jpg", "JPEG", quality=90)
+    (path / "_DONE").write_text(json.dumps({"count": count, "side": side}))
+    return path
+
+
+def list_files(path: Path) -> tuple[list[str], list[int]]:
+    files = sorted(str(p) for p in Path(path).glob("*/*.jpg"))
+    labels = [int(Path(f).parent.name.split("_")[1]) for f in files]
+    return files, labels
+
+
+def warm(path: Path) -> None:
+    for name in list_files(path)[0]:
+        with open(name, "rb") as handle:
+            handle.read()
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# ------------------------------------------------------------- approaches
+def iter_limit(path: Path, out: int) -> int:
+    import concurrent.futures
+
+    from streamfeed.sources._decode import DecodeSpec, decode, resolve_decoder
+
+    spec = DecodeSpec(out, out)
+    decoder = resolve_decoder("auto")
+    files, _ = list_files(path)
+
+    def one(name: str) -> int:
+        with open(name, "rb") as handle:
+            return decode(handle.read(), spec, decoder).shape[0]
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        return sum(1 for _ in pool.map(one, files, chunksize=16))
+
+
+def streamfeed_dataset(path: Path, out: int):
+    import streamfeed.sources.images as images
+
+    return images.read_images(path, size=(out, out)).batch(BATCH)
+
+
+def iter_streamfeed(path: Path, out: int) -> int:
+    with streamfeed_dataset(path, out).iter_epoch(0) as it:
+        return sum(len(batch["label"]) for batch in it)
+
+
+def idfd_dataset(path: Path, out: int):
+    import keras
+
+    return keras.utils.image_dataset_from_directory(path, image_size=(out, out), batch_size=BATCH, shuffle=False, verbose=False)
+
+
+def iter_idfd(path: Path, out: int) -> int:
+    return sum(int(x.shape[0]) for x, _ in idfd_dataset(path, out))
+
+
+def pil_pydataset(path: Path, out: int):
+    import keras
+    import numpy as np
+    from PIL import Image
+
+    files, labels = list_files(path)
+
+    class PilFolder(keras.utils.PyDataset):
+        """The usual hand-written loader: PIL opens, converts and resizes each file."""
+
+        def __len__(self) -> int:
+            return (len(files) + BATCH - 1) // BATCH
+
+        def __getitem__(self, index: int):
+            names = files[index * BATCH : (index + 1) * BATCH]
+            x = np.stack([np.asarray(Image.open(n).convert("RGB").resize((out, out), Image.BILINEAR)) for n in names])
+            return x, np.asarray(labels[index * BATCH : (index + 1) * BATCH])
+
+    return PilFolder(workers=os.cpu_count() or 1, use_multiprocessing=False)
+
+
+def iter_pydataset(path: Path, out: int) -> int:
+    ds = pil_pydataset(path, out)
+    return sum(len(ds[i][1]) for i in range(len(ds)))
+
+
+def tiny_model(out: int):
+    import keras
+
+    inputs = keras.Input((out, out, 3), name="image")
+    x = keras.layers.Rescaling(1 / 255)(inputs)
+    x = keras.layers.Conv2D(8, 3, strides=4, activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(CLASSES)(x))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def fit(path: Path, out: int, approach: str) -> int:
+    model = tiny_model(out)
+    if approach == "streamfeed":
+        data = streamfeed_dataset(path, out).to_keras(features=["image"], label="label", inputs="dict", dtype="uint8")
+    elif approach == "idfd":
+        data = idfd_dataset(path, out)
+    else:
+        data = pil_pydataset(path, out)
+    history = model.fit(data, epochs=1, verbose=0)
+    assert len(history.history["loss"]) == 1
+    return len(list_files(path)[0])
+
+
+ITERATE = {"limit": iter_limit, "streamfeed": iter_streamfeed, "idfd": iter_idfd, "pydataset": iter_pydataset}
+LABELS = {
+    "limit": "decode+resize limit (best decoder, all cores)",
+    "streamfeed": "streamfeed read_images().batch(64)",
+    "idfd": "keras image_dataset_from_directory",
+    "pydataset": "PyDataset opening files with PIL",
+}
+
+
+def worker(mode: str, approach: str, path: str, out: int) -> None:
+    path_ = Path(path)
+    warm(path_)
+    started = time.perf_counter()
+    count = ITERATE[approach](path_, out) if mode == "iter" else fit(path_, out, approach)
+    seconds = time.perf_counter() - started
+    print("RESULT " + json.dumps({"images": count, "seconds": seconds, "rate": count / seconds, "peak_rss": peak_rss()}), flush=True)
+
+
+def run_worker(mode: str, approach: str, path: Path, out: int, timeout: float) -> dict:
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    try:
+        proc = subprocess.run([sys.executable, SCRIPT, "--worker", mode, approach, str(path), str(out)], capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": f"exit {proc.returncode}: " + " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 000 + 200 images (smoke run)")
+    parser.add_argument("--images", type=int, help="images in the 256->224 case (default 10 000)")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--out", type=Path, help="write the results as JSON")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        mode, approach, path, out = args.worker
+        worker(mode, approach, path, int(out))
+        return 0
+
+    count = args.images or (1_000 if args.quick else 10_000)
+    big_count = max(100, count // 5)
+    print("command:", shlex.join([sys.executable, *sys.argv]))
+    print(f"cpus: {os.cpu_count()}  batch: {BATCH}  decoder: ", end="")
+    from streamfeed.sources._decode import resolve_decoder
+
+    print(resolve_decoder("auto"))
+    cases = [
+        ("256->224", generate(args.data_dir, count, 256), 224, ("iter", "fit")),
+        ("1024->256", generate(args.data_dir, big_count, 1024), 256, ("iter",)),
+    ]
+    results: dict = {}
+    for case, path, out, modes in cases:
+        n = len(list_files(path)[0])
+        print(f"\n== {case}: {n} JPEGs in {CLASSES} class folders ({path})")
+        rows = []
+        for mode in modes:
+            approaches = ["limit", "streamfeed", "idfd", "pydataset"] if mode == "iter" else ["streamfeed", "idfd", "pydataset"]
+            for approach in approaches:
+                result = run_worker(mode, approach, path, out, args.timeout)
+                results[f"{case}/{mode}/{approach}"] = result
+                if "error" in result:
+                    rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  ERROR {result['error']}")
+                else:
+                    rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB")
+                print(rows[-1], flush=True)
+        get = lambda key: results.get(f"{case}/{key}", {}).get("rate")  # noqa: E731
+        if get("iter/streamfeed") and get("iter/limit"):
+            ratio = get("iter/streamfeed") / get("iter/limit")
+            print(f"  streamfeed iteration / decoder limit = {ratio:.2f} (target >= {TARGETS['iter_vs_limit']})")
+        if get("iter/streamfeed") and get("iter/idfd"):
+            print(f"  streamfeed iteration / image_dataset_from_directory = {get('iter/streamfeed') / get('iter/idfd'):.2f}")
+        if get("fit/streamfeed") and get("fit/idfd"):
+            ratio = get("fit/streamfeed") / get("fit/idfd")
+            print(f"  streamfeed fit / image_dataset_from_directory fit = {ratio:.2f} (target >= {TARGETS['fit_vs_idfd']})")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
