@@ -1,0 +1,203 @@
+"""The quote-aware newline scan behind the CSV source's exact row counts.
+
+A CSV record ends at a newline that is not inside a quoted field. Inside
+quotes the number of quote characters seen so far is odd (an escaped quote
+``""`` adds two and keeps the parity), so a newline ends a record exactly
+when the count of quotes before it is even. That is a vectorised NumPy
+computation over large byte blocks: find the quotes and the newlines, rank
+the newlines among the quotes, keep the even ones. Empty lines are not
+records (pyarrow skips them), so they are left out of the count too.
+
+Quote parity agrees with pyarrow only if quotes open fields: ``5" screen``
+(a quote in the middle of an unquoted field) is literal text to pyarrow but
+would flip the parity here, so such a quote is reported as an error naming
+its line instead of giving a wrong count.
+
+The same scanner, fed one fragment's bytes, maps record numbers to physical
+line numbers for error messages (records may span lines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+NEWLINE, CR = 10, 13
+BLOCK_BYTES = 16 << 20
+
+
+class UnbalancedQuote(ValueError):
+    """A quote opens a field in the middle of unquoted text, or never closes."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass
+class Split:
+    """A byte range of whole records: ``[start, end)``, its rows and first line."""
+
+    start: int
+    end: int
+    rows: int
+    first_line: int  # 1-based physical line of the byte at ``start``
+    first_row: int  # data rows of the file before this range
+
+    def to_list(self) -> list[int]:
+        return [self.start, self.end, self.rows, self.first_line, self.first_row]
+
+
+@dataclass
+class Scanner:
+    """Feeds blocks of one stream; counts records, finds split points.
+
+    ``header``: the first non-empty record is the header, not a data row;
+    ``split_bytes``: also cut the data into ranges of about that many bytes
+    at record boundaries; ``collect``: keep every record's start offset and
+    line (for one fragment's error messages, never for a whole file).
+    """
+
+    quote: int | None
+    delimiter: int
+    header: bool = True
+    split_bytes: int | None = None
+    collect: bool = False
+    data_start: int = 0  # offset where a field may open at the start (after a BOM)
+
+    offset: int = 0  # bytes fed so far
+    lines_before: int = 0  # newlines fed so far
+    parity: int = 0
+    last_term: int = -1  # absolute offset of the last line terminator (any line)
+    last_byte: int = NEWLINE
+    record_line: int = 1  # 1-based line of the byte after ``last_term``
+    rows: int = 0  # data records (header excluded)
+    header_end: int | None = None  # offset just after the header record
+    header_lines: int = 0
+    quoted_newlines: bool = False
+    splits: list[Split] = field(default_factory=list)
+    _split_start: int | None = None
+    _split_rows_before: int = 0
+    _split_line: int = 1
+    starts: list[np.ndarray] = field(default_factory=list)  # collect: record starts
+    lines: list[np.ndarray] = field(default_factory=list)  # collect: their 1-based lines
+
+    def feed(self, block: bytes | memoryview) -> None:
+        buf = np.frombuffer(block, dtype=np.uint8)
+        if buf.size == 0:
+            return
+        base = self.offset
+        newlines = np.flatnonzero(buf == NEWLINE)
+        terms = newlines
+        if self.quote is not None:
+            quotes = np.flatnonzero(buf == self.quote)
+            if quotes.size:
+                self._check_openings(buf, quotes, newlines, base)
+                inside = (self.parity + np.searchsorted(quotes, newlines)) & 1
+                terms = newlines[inside == 0]
+                if terms.size != newlines.size:
+                    self.quoted_newlines = True
+                self.parity ^= quotes.size & 1
+            elif self.parity:  # the whole block lies inside one quoted field
+                terms = newlines[:0]
+                self.quoted_newlines = self.quoted_newlines or bool(newlines.size)
+        if terms.size:
+            prev = np.empty(terms.size, dtype=np.int64)
+            prev[0] = self.last_term - base
+            prev[1:] = terms[:-1]
+            before = np.where(terms > 0, buf[np.maximum(terms - 1, 0)], self.last_byte)
+            content = terms - prev - 1 - (before == CR)
+            records_end = terms[content > 0]
+            record_start = prev[content > 0] + 1
+            self._take_records(records_end, record_start, newlines, base)
+            self.last_term = base + int(terms[-1])
+            self.record_line = 2 + self.lines_before + int(np.searchsorted(newlines, terms[-1]))
+        self.lines_before += newlines.size
+        self.last_byte = int(buf[-1])
+        self.offset += buf.size
+
+    def finish(self) -> None:
+        """Counts a last record without a final newline; checks quotes closed."""
+        if self.parity:
+            raise UnbalancedQuote("a quoted field is never closed (the file ends inside quotes)", self.record_line)
+        content = self.offset - self.last_term - 1 - int(self.last_byte == CR and self.offset - 1 > self.last_term)
+        if content > 0:  # a last record without a final newline; its "terminator" is EOF
+            end = np.array([0], dtype=np.int64)  # relative to base = offset
+            start = np.array([self.last_term + 1 - self.offset], dtype=np.int64)
+            self._take_records(end, start, np.zeros(0, dtype=np.int64), self.offset, final=True)
+        if self.split_bytes is not None and self._split_start is not None:
+            rows = self.rows - self._split_rows_before
+            if rows:
+                self.splits.append(Split(self._split_start, self.offset, rows, self._split_line, self._split_rows_before))
+
+    # ------------------------------------------------------------------ helpers
+    def _check_openings(self, buf: np.ndarray, quotes: np.ndarray, newlines: np.ndarray, base: int) -> None:
+        """A quote seen at even parity opens a field: it must follow a delimiter or line start."""
+        opening = quotes[((self.parity + np.arange(quotes.size)) & 1) == 0]
+        before = np.where(opening > 0, buf[np.maximum(opening - 1, 0)], self.last_byte)
+        # after a quote: the second quote of an escaped pair ``""`` inside a quoted field
+        ok = (before == self.delimiter) | (before == NEWLINE) | (before == CR) | (before == self.quote)
+        ok |= opening + base == self.data_start
+        if not ok.all():
+            position = int(opening[np.argmin(ok)])
+            line = 1 + self.lines_before + int(np.searchsorted(newlines, position))
+            raise UnbalancedQuote("a quote character in the middle of an unquoted field", line)
+
+    def _take_records(self, ends: np.ndarray, starts: np.ndarray, newlines: np.ndarray, base: int, final: bool = False) -> None:
+        if ends.size == 0:
+            return
+        lines = 1 + self.lines_before + np.searchsorted(newlines, starts)
+        if starts[0] <= 0:  # began in an earlier block, right after its last terminator
+            lines[0] = self.record_line
+        if self.header and self.header_end is None:
+            self.header_end = base + int(ends[0]) + 1
+            self.header_lines = 1 + int(np.count_nonzero((newlines > starts[0]) & (newlines < ends[0])))
+            ends, starts, lines = ends[1:], starts[1:], lines[1:]
+            if ends.size == 0:
+                return
+        if self.collect:
+            self.starts.append(base + starts)
+            self.lines.append(lines)
+        if self.split_bytes is not None:
+            if self._split_start is None:
+                self._split_start = base + int(starts[0])
+                self._split_line = int(lines[0])
+            absolute_ends = base + ends
+            while not final:
+                target = self._split_start + self.split_bytes - 1
+                index = int(np.searchsorted(absolute_ends, target))
+                if index >= absolute_ends.size:
+                    break
+                end = int(absolute_ends[index]) + 1
+                rows_before = self.rows + index + 1
+                self.splits.append(
+                    Split(self._split_start, end, rows_before - self._split_rows_before, self._split_line, self._split_rows_before)
+                )
+                self._split_start, self._split_rows_before = end, rows_before
+                self._split_line = 1 + self.lines_before + int(np.searchsorted(newlines, end - base))
+        self.rows += int(ends.size)
+
+
+def scan_stream(read, scanner: Scanner, block_bytes: int = BLOCK_BYTES) -> Scanner:
+    """Feeds ``read(n)`` (a file's ``read``) to ``scanner`` in large blocks until EOF."""
+    while True:
+        block = read(block_bytes)
+        if not block:
+            break
+        scanner.feed(block)
+    scanner.finish()
+    return scanner
+
+
+def record_lines(data: bytes, *, quote: int | None, delimiter: int, first_line: int) -> np.ndarray:
+    """The 1-based physical line where each record of ``data`` starts (no header)."""
+    scanner = Scanner(quote=quote, delimiter=delimiter, header=False, collect=True, data_start=-1)
+    try:
+        scanner.feed(data)
+        scanner.finish()
+    except UnbalancedQuote:
+        pass  # only for messages: the records found so far are still right
+    if not scanner.lines:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate(scanner.lines) + (first_line - 1)
