@@ -46,12 +46,16 @@ def _report_location(fragment: Fragment) -> tuple[str, str]:
     """The file and the place in it that a skipped fragment covers.
 
     The report's ``path`` must be a file, as for skipped files, so that
-    entries group by file; fragments that know theirs (``path``, and a
-    ``row_group`` for Parquet) say so, others are named by their key.
+    entries group by file. Fragments that know theirs say so with ``path``
+    and either ``location`` (e.g. ``"rows 0-4095"``) or, for Parquet,
+    ``row_group``; others are named by their key.
     """
     path = getattr(fragment, "path", None)
     if path is None:
         return fragment.key, "fragment"
+    location = getattr(fragment, "location", None)
+    if location is not None:
+        return path, location
     row_group = getattr(fragment, "row_group", None)
     return path, f"row group {row_group}" if row_group is not None else f"fragment {fragment.key}"
 
