@@ -16,7 +16,7 @@ from .errors import (
     StreamfeedError,
 )
 from .pipeline import Dataset, EpochIterator
-from .sources import read_parquet
+from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet
 
 __version__ = "0.1.0"
 
@@ -44,5 +44,9 @@ __all__ = [
     "Source",
     "StateError",
     "StreamfeedError",
+    "read_csv",
+    "read_hdf5",
+    "read_images",
+    "read_numpy",
     "read_parquet",
 ]

@@ -75,7 +75,8 @@ class KerasDataset(keras.utils.PyDataset):
         ids: a column kept out of the model and collected per epoch, so
             predictions can be matched to rows (:meth:`served_ids`).
         inputs: ``"matrix"`` stacks features into one ``(batch, n)`` array
-            of ``dtype``; ``"dict"`` gives Keras a dict keyed by column
+            of ``dtype`` (a single feature of images or other n-D rows keeps
+            its shape, e.g. ``(batch, h, w, c)``); ``"dict"`` gives Keras a dict keyed by column
             name, matching a functional model's input names.
         dtype: dtype of the feature matrix (or of numeric dict inputs).
         label_dtype: dtype of labels; by default as stored.

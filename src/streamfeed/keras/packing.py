@@ -45,7 +45,10 @@ def pack_columns(
     def pack(chunk: Chunk) -> Chunk:
         rows = chunk_len(chunk)
         out: Chunk = {}
-        if inputs == "matrix":
+        if inputs == "matrix" and len(features) == 1 and chunk[features[0]].ndim > 2:
+            # one n-D feature (images): the model takes it whole, not flattened
+            out[X] = _numeric(chunk[features[0]], features[0], dtype)
+        elif inputs == "matrix":
             parts = [_numeric(chunk[name], name, dtype).reshape(rows, -1) for name in features]
             width = sum(part.shape[1] for part in parts)
             matrix = np.empty((rows, width), dtype=dtype)
