@@ -1,0 +1,621 @@
+"""TFRecord files of ``tf.train.Example`` records, read without TensorFlow.
+
+JAX and torch users read TFRecord data without installing TensorFlow: the
+framing, its CRC32C checksums and the Example protobuf are decoded here
+(``_tfrecord_format.py``), columnar, in the pipeline's read threads.
+
+**Exact counts before training.** When the source opens, every file's
+framing is scanned (record headers only, each length's CRC checked, data
+skipped; cached per file path, size and modification time). That gives
+exact record counts, finds truncated, non-TFRecord and corrupt-length files
+before the first batch, and cuts large uncompressed files into record-range
+fragments of about ``fragment_bytes``. A GZIP file cannot be entered in the
+middle, so it is one fragment; counting it takes one decompression pass.
+
+**Damage is never silent.** tf.data's ``ignore_errors()`` drops every record
+after the first corrupt one without saying how many. Here:
+
+* a record whose *data* CRC does not match (or that does not match the
+  feature spec) is that one record: ``on_error="raise"`` names file, record
+  index and byte offset; ``"skip"`` leaves it out and reports it (rows=1);
+* after a *length* field whose CRC does not match, no later record can be
+  located reliably (a wrong length points anywhere; a valid-looking header
+  found by searching could be data). The rest of the file is reported lost
+  with its byte range; the count of records in it is unknown;
+* a file that ends inside its last record loses exactly that record.
+
+Under ``"skip"``, records that fail while reading make a fragment shorter
+than scanned, so the Dataset counts rows with one (cached) pass before
+training; yielded + reported == total holds exactly.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import io
+import os
+import re
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from ..core import Chunk
+from ..errors import BadInputReport, CorruptFileError, DataError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from . import _tfrecord_format as fmt
+from ._paths import PathLike, _filesystem_for, resolve_files
+
+Compression = Literal["GZIP"] | None
+DEFAULT_FRAGMENT_BYTES = 16 << 20
+_BLOCK = 1 << 20
+_SKIP_FIX = "rewrite the file, or pass on_error='skip' to leave the damaged records out and report them"
+# Names of TFRecord files in a directory: *.tfrecord(s)/.tfrec, TFDS's "name.tfrecord-00000-of-00008",
+# sharded "train-00000-of-00004", each optionally .gz; other files in the directory are left out.
+_TFRECORD_NAME = re.compile(r"(\.(tfrecords?|tfrec)(-\d+-of-\d+)?|-\d+-of-\d+)(\.gz|\.gzip|\.zlib)?$", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------- scanning
+@dataclass(frozen=True)
+class FileIndex:
+    """What one framing scan of a file found (cached; never holds record data)."""
+
+    path: str
+    compressed: bool
+    size: int  # bytes on disk
+    records: int  # records framed
+    ranges: tuple[tuple[int, int, int, int], ...]  # (first record, records, start byte, end byte) per fragment
+    problem: fmt.FramingProblem | None
+    data_bytes: int  # bytes of framed records (decompressed)
+
+
+_scan_cache: dict[tuple, FileIndex] = {}
+_scan_lock = threading.Lock()
+
+
+def _where(path: str, index: int, offset: int, compressed: bool) -> str:
+    unit = "byte offset (decompressed)" if compressed else "byte offset"
+    return f"{path}, record {index} ({unit} {offset})"
+
+
+def _scan_plain(stream: Any, path: str, size: int, fragment_bytes: int) -> FileIndex:
+    """Walks the record headers of an uncompressed file, skipping the data."""
+    ranges: list[tuple[int, int, int, int]] = []
+    records, position, first, begin = 0, 0, 0, 0
+    block, block_at = b"", 0
+    problem = None
+    while position < size:
+        relative = position - block_at
+        if relative < 0 or relative + fmt.HEADER_BYTES > len(block):
+            block = stream.read_at(min(_BLOCK, size - position), position)
+            block_at, relative = position, 0
+            if len(block) < fmt.HEADER_BYTES:
+                problem = fmt.FramingProblem(records, position, f"the file ends inside a record header ({size - position} of 12 bytes)", 1)
+                break
+        length, good = fmt.read_header(block, relative)
+        if not good:
+            what = "the length field's CRC does not match"
+            if records == 0:
+                what += " in the very first record: this is not a TFRecord file, or it is compressed (pass compression='GZIP')"
+            problem = fmt.FramingProblem(records, position, what, None)
+            break
+        end = position + fmt.HEADER_BYTES + length + fmt.FOOTER_BYTES
+        if end > size:
+            problem = fmt.FramingProblem(records, position, f"the file ends inside a record of {length} bytes ({size - position} bytes are left)", 1)
+            break
+        records += 1
+        position = end
+        if position - begin >= fragment_bytes:
+            ranges.append((first, records - first, begin, position))
+            first, begin = records, position
+    if records > first:
+        ranges.append((first, records - first, begin, position))
+    data_bytes = ranges[-1][3] if ranges else 0
+    return FileIndex(path, False, size, records, tuple(ranges), problem, data_bytes)
+
+
+class _GzipError(Exception):
+    pass
+
+
+def _gunzip(stream: Any) -> Iterator[bytes]:
+    """Decompressed blocks of a (possibly multi-member) gzip stream, raising at damage."""
+    inflater = zlib.decompressobj(31)
+    started = False
+    while True:
+        compressed = stream.read(_BLOCK)
+        if not compressed:
+            break
+        started = True
+        try:
+            out = inflater.decompress(compressed)
+            while inflater.eof and inflater.unused_data:  # the next member of a concatenated gzip
+                rest = inflater.unused_data
+                inflater = zlib.decompressobj(31)
+                out += inflater.decompress(rest)
+        except zlib.error as exc:
+            raise _GzipError(f"the compressed data is corrupt ({exc})") from exc
+        if out:
+            yield out
+    if started and not inflater.eof:
+        raise _GzipError("the compressed stream is truncated (it ends before its end marker)")
+
+
+def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
+    """Decompresses once, walking record headers; the whole file is one fragment."""
+    records = 0  # records whose header was read (the last may still be incomplete)
+    start = 0  # decompressed offset of the last header read
+    position = 0  # decompressed offset just past the last header's record
+    pending = bytearray()  # decompressed bytes from ``position`` on, while no record is being passed
+    skip = 0  # bytes of the current record still to pass
+    problem = None
+    damage = None
+    try:
+        for block in _gunzip(stream):
+            view = memoryview(block)
+            if skip:
+                taken = min(skip, len(view))
+                skip -= taken
+                view = view[taken:]
+            pending += view
+            while not skip and len(pending) >= fmt.HEADER_BYTES:
+                length, good = fmt.read_header(pending, 0)
+                if not good:
+                    what = "the length field's CRC does not match"
+                    if records == 0:
+                        what += " in the very first record: the decompressed data is not TFRecord"
+                    problem = fmt.FramingProblem(records, position, what, None)
+                    break
+                record_bytes = fmt.HEADER_BYTES + length + fmt.FOOTER_BYTES
+                taken = min(record_bytes, len(pending))
+                del pending[:taken]
+                skip = record_bytes - taken
+                records += 1
+                start, position = position, position + record_bytes
+            if problem:
+                break
+    except _GzipError as exc:
+        damage = str(exc)
+    if problem is None:
+        if skip:  # the last record read is incomplete
+            records -= 1
+            position = start
+        if damage is not None:
+            problem = fmt.FramingProblem(records, position, damage, None)
+        elif skip:
+            problem = fmt.FramingProblem(records, position, "the decompressed data ends inside a record", 1)
+        elif pending:
+            problem = fmt.FramingProblem(records, position, f"the decompressed data ends inside a record header ({len(pending)} of 12 bytes)", 1)
+    ranges = ((0, records, 0, position),) if records else ()
+    return FileIndex(path, True, size, records, ranges, problem, position)
+
+
+def _is_gzip(path: str, compression: Compression) -> bool:
+    if compression == "GZIP":
+        return True
+    if compression is not None:
+        raise ValueError(f"compression must be None (detect from the '.gz' extension) or 'GZIP', got {compression!r}")
+    return path.lower().endswith((".gz", ".gzip"))
+
+
+def scan_file(fs: pafs.FileSystem, path: str, *, compressed: bool, fragment_bytes: int) -> FileIndex:
+    """The framing index of a file, from the cache when it has not changed."""
+    info = fs.get_file_info(path)
+    mtime = info.mtime_ns if info.mtime_ns is not None else None
+    key = (type(fs).__name__, path, info.size, mtime, compressed, None if compressed else fragment_bytes)
+    with _scan_lock:
+        cached = _scan_cache.get(key)
+    if cached is not None:
+        return cached
+    if compressed:
+        with fs.open_input_stream(path, compression=None) as stream:
+            index = _scan_gzip(stream, path, info.size)
+    else:
+        with fs.open_input_file(path) as stream:
+            index = _scan_plain(stream, path, info.size, fragment_bytes)
+    with _scan_lock:
+        _scan_cache[key] = index
+    return index
+
+
+# ---------------------------------------------------------------------- reading
+def _decode_image(data: bytes, target: tuple[int, ...] | None) -> np.ndarray:
+    """One encoded image → (height, width, channels) uint8: the swap point for image decoding.
+
+    With a target ``(height, width[, channels])`` this uses the shared image
+    decoder (``sources/_decode.py``: EXIF orientation, resize, channel
+    rules); without one, Pillow at the stored size as RGB.
+    """
+    if target is not None:
+        from . import _decode
+
+        spec = _decode.DecodeSpec(*target)
+        return _decode.decode(data, spec, _decode.resolve_decoder(spec.decoder))
+    from ..errors import require
+
+    Image = require("PIL.Image", "images")
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+@dataclass(frozen=True)
+class _Decoder:
+    """What every fragment needs to turn its bytes into columns (shared, read-only)."""
+
+    filesystem: pafs.FileSystem
+    specs: tuple[fmt.FeatureSpec, ...]
+    images: Mapping[str, tuple[int, ...] | None]
+    on_error: OnError
+    report: BadInputReport = field(compare=False)
+
+
+@dataclass(frozen=True)
+class TFRecordFragment:
+    """A range of consecutive records of one file (a whole file when compressed)."""
+
+    key: str
+    num_rows: int
+    path: str
+    first_record: int
+    start: int  # byte offset of the first record (decompressed for GZIP)
+    end: int
+    compressed: bool
+    _decoder: _Decoder = field(repr=False, compare=False)
+
+    def read(self) -> Chunk:
+        data = self._load()
+        starts, lengths, bad_crc, problem = fmt.split_records(data, self.num_rows)
+        if problem is not None:
+            raise CorruptFileError(
+                describe(
+                    "A TFRecord file changed or became unreadable after it was opened",
+                    where=_where(self.path, self.first_record + problem.index, self.start + problem.offset, self.compressed),
+                    found=problem.problem,
+                    fix="do not modify input files while streaming them; open the dataset again",
+                )
+            )
+        buf = np.frombuffer(data + bytes(fmt.PAD_BYTES), dtype=np.uint8)
+        columns, errors = fmt.decode_examples(buf, data, starts, lengths, self._decoder.specs)
+        for row in bad_crc:
+            errors[row] = "the record's data CRC does not match (the bytes were damaged)"
+        self._decode_images(columns, errors)
+        if errors:
+            columns = self._handle(columns, errors, starts, bad_crc)
+        return columns
+
+    def _load(self) -> bytes:
+        fs = self._decoder.filesystem
+        try:
+            if not self.compressed:
+                with fs.open_input_file(self.path) as stream:
+                    data = stream.read_at(self.end - self.start, self.start)
+                if len(data) != self.end - self.start:
+                    raise OSError(f"read {len(data)} of {self.end - self.start} bytes")
+                return data
+            parts, have = [], 0
+            with fs.open_input_stream(self.path, compression=None) as stream:
+                for block in _gunzip(stream):  # stop once the scanned records are in: damage after them was reported at open
+                    parts.append(block)
+                    have += len(block)
+                    if have >= self.end:
+                        break
+            return b"".join(parts)[self.start : self.end]
+        except (OSError, _GzipError) as exc:
+            raise CorruptFileError(
+                describe(
+                    "Could not read a TFRecord file",
+                    where=f"{self.path}, records {self.first_record}-{self.first_record + self.num_rows - 1}",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix="check the file; it may have changed since the dataset was opened",
+                )
+            ) from exc
+
+    def _decode_images(self, columns: Chunk, errors: dict[int, str]) -> None:
+        for name, target in self._decoder.images.items():
+            encoded = columns[name]
+            decoded: dict[int, np.ndarray] = {}
+            shape = None
+            for row, data in enumerate(encoded.tolist()):
+                if row in errors:
+                    continue
+                try:
+                    image = _decode_image(data, target)
+                except (OSError, ValueError, SyntaxError, EOFError) as exc:
+                    errors[row] = f"feature {name!r} is not a decodable image ({type(exc).__name__}: {exc})"
+                    continue
+                if shape is None:
+                    shape = image.shape
+                elif image.shape != shape:
+                    errors[row] = f"feature {name!r} decodes to an image of shape {image.shape}, the others to {shape} (give decode_images={{{name!r}: (height, width, channels)}} to resize)"
+                    continue
+                decoded[row] = image
+            out = np.zeros((len(encoded), *(shape or (0, 0, 3))), dtype=np.uint8)
+            for row, image in decoded.items():
+                out[row] = image
+            columns[name] = out
+
+    def _handle(self, columns: Chunk, errors: dict[int, str], starts: np.ndarray, bad_crc: list[int]) -> Chunk:
+        """Raises for the first bad record, or drops and reports every bad record."""
+        def offset(row: int) -> int:
+            return self.start + int(starts[row]) - fmt.HEADER_BYTES
+
+        if self._decoder.on_error == "raise":
+            row = min(errors)
+            error = CorruptFileError if row in bad_crc else DataError
+            raise error(
+                describe(
+                    "A TFRecord record is damaged" if row in bad_crc else "A TFRecord record does not match the feature spec",
+                    where=_where(self.path, self.first_record + row, offset(row), self.compressed),
+                    found=errors[row],
+                    expected=None if row in bad_crc else "features " + ", ".join(f"{s.name!r}: {s.kind} {s.shape}" for s in self._decoder.specs),
+                    fix=_SKIP_FIX if row in bad_crc else "fix features={...}, or pass on_error='skip' to leave such records out and report them",
+                )
+            )
+        for row in sorted(errors):
+            location = f"record {self.first_record + row} (byte offset {'decompressed ' if self.compressed else ''}{offset(row)})"
+            self._decoder.report.add(SkippedUnit(self.path, location, errors[row], 1))
+        keep = np.ones(self.num_rows, dtype=bool)
+        keep[list(errors)] = False
+        return {name: column[keep] for name, column in columns.items()}
+
+
+# ----------------------------------------------------------------------- source
+def _resolve(paths: PathLike, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, list[str]]:
+    """Files, directories (TFRecord-named files only) and globs, sorted."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise FileNotFoundError("No paths were given")
+    fs, files = filesystem, []
+    for item in items:
+        resolved = resolve_files(item, suffixes=(), filesystem=filesystem)
+        fs = fs or resolved.filesystem
+        item_fs, path = _filesystem_for(os.fspath(item), filesystem)
+        info = item_fs.get_file_info(path)
+        if info.type == pafs.FileType.Directory:
+            files.extend(f for f in resolved.files if _TFRECORD_NAME.search(f.rsplit("/", 1)[-1]))
+        else:
+            files.extend(resolved.files)
+    return fs, sorted(set(files))
+
+
+class TFRecordSource:
+    """Opens TFRecord input: framing scans, record-range fragments, the feature spec."""
+
+    def __init__(
+        self,
+        paths: PathLike,
+        *,
+        features: Mapping[str, tuple[str, Sequence[int] | int]] | None = None,
+        compression: Compression = None,
+        decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
+        fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+        filesystem: pafs.FileSystem | None = None,
+        on_error: OnError = "raise",
+        report: BadInputReport | None = None,
+        threads: int = 8,
+    ) -> None:
+        if fragment_bytes < 1:
+            raise ValueError(f"fragment_bytes must be >= 1, got {fragment_bytes}")
+        self.report = report or BadInputReport()
+        self.filesystem, files = _resolve(paths, filesystem)
+        gzip = {path: _is_gzip(path, compression) for path in files}
+
+        def scan(path: str) -> FileIndex | Exception:
+            try:
+                return scan_file(self.filesystem, path, compressed=gzip[path], fragment_bytes=fragment_bytes)
+            except OSError as exc:
+                return exc
+
+        with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(files)))) as pool:
+            indexes = list(pool.map(scan, files))
+        lost = 0
+        good: list[FileIndex] = []
+        for path, index in zip(files, indexes):
+            if isinstance(index, Exception):
+                error = CorruptFileError(describe("Could not read a TFRecord file", where=path, found=f"{type(index).__name__}: {index}", fix="check the path and permissions"))
+                if on_error == "raise":
+                    raise error from index
+                self.report.add(SkippedUnit(path, "file", str(error), None))
+                continue
+            if index.problem is not None:
+                lost += index.problem.records_lost or 0
+                self._framing_problem(index, on_error)
+            good.append(index)
+        self.files = tuple(index.path for index in good)
+        self._indexes = good
+        self.specs = self._feature_specs(features, good, on_error)
+        self.images = self._image_features(decode_images)
+        decoder = _Decoder(self.filesystem, tuple(self.specs), self.images, on_error, self.report)
+        self.fragments = [
+            TFRecordFragment(
+                key=f"{index.path}#records={first}-{first + count - 1}",
+                num_rows=count,
+                path=index.path,
+                first_record=first,
+                start=start,
+                end=end,
+                compressed=index.compressed,
+                _decoder=decoder,
+            )
+            for index in good
+            for first, count, start, end in index.ranges
+        ]
+        framed = sum(index.records for index in good)
+        self.report.total_rows = framed + lost
+        self.report.total_files = len(files)
+        self.report.check_budget()
+        self.row_bytes = self._row_bytes(good, framed)
+        self._fingerprint: dict | None = None
+
+    def _framing_problem(self, index: FileIndex, on_error: OnError) -> None:
+        problem = index.problem
+        assert problem is not None
+        span = f"from decompressed byte {problem.offset}" if index.compressed else f"bytes {problem.offset}-{index.size}"
+        rest = f"records from {problem.index} on ({span})"
+        count = f"{problem.records_lost} record" if problem.records_lost == 1 else "an unknown number of records"
+        message = describe(
+            "A TFRecord file is damaged: its framing cannot be followed past this point",
+            where=_where(index.path, problem.index, problem.offset, index.compressed),
+            found=f"{problem.problem}; {rest} are unreadable ({count}); {problem.index} records before it are intact",
+            fix="rewrite or re-download the file, or pass on_error='skip' to read the intact records and report the rest",
+        )
+        if on_error == "raise":
+            raise CorruptFileError(message)
+        self.report.add(SkippedUnit(index.path, rest, message, problem.records_lost))
+
+    def _feature_specs(self, features: Mapping | None, good: Sequence[FileIndex], on_error: OnError) -> list[fmt.FeatureSpec]:
+        """The spec given (checked against the first record) or inferred from it.
+
+        A spec that does not fit the first record is a setting to fix: it
+        raises a SchemaError whatever ``on_error`` says, rather than skipping
+        every record.
+        """
+        first = self._first_record(good)
+        if features is not None:
+            specs = fmt.parse_feature_specs(dict(features))
+            if first is not None:
+                path, record = first
+                parsed = fmt.parse_example(record)
+                for spec in specs:
+                    kind, values = parsed.get(spec.name, (None, None))
+                    if values is None or (kind not in (None, spec.kind)):
+                        available = ", ".join(f"{name!r}: {k} x{len(v)}" for name, (k, v) in parsed.items())
+                        raise SchemaError(
+                            describe(
+                                f"Feature {spec.name!r} ({spec.kind}) is not in the data" if values is None else f"Feature {spec.name!r} is {kind}, not {spec.kind}",
+                                where=f"{path}, record 0",
+                                expected=f"{spec.name!r}: {spec.kind} {spec.shape}",
+                                found=f"features {available}",
+                                fix="check features={...} against the data",
+                            )
+                        )
+            return specs
+        if first is None:
+            raise SchemaError(describe("Cannot infer the features of TFRecord input without records", fix="pass features={name: (kind, shape)}"))
+        path, record = first
+        specs = []
+        for name, (kind, values) in fmt.parse_example(record).items():
+            if kind is None:
+                continue
+            specs.append(fmt.FeatureSpec(name, kind, () if len(values) == 1 else (len(values),)))  # type: ignore[arg-type]
+        return specs
+
+    def _first_record(self, good: Sequence[FileIndex]) -> tuple[str, bytes] | None:
+        for index in good:
+            if index.records:
+                first, count, start, end = index.ranges[0]
+                fragment = TFRecordFragment("", 1, index.path, 0, start, end, index.compressed, _Decoder(self.filesystem, (), {}, "raise", self.report))
+                data = fragment._load()
+                starts, lengths, _, _ = fmt.split_records(data, 1)
+                if len(starts):
+                    return index.path, data[int(starts[0]) : int(starts[0] + lengths[0])]
+        return None
+
+    def _image_features(self, decode_images: Sequence[str] | Mapping | None) -> dict[str, tuple[int, ...] | None]:
+        if decode_images is None:
+            return {}
+        images = dict(decode_images) if isinstance(decode_images, Mapping) else {name: None for name in decode_images}
+        kinds = {spec.name: spec for spec in self.specs}
+        for name in images:
+            if name not in kinds or kinds[name].kind != "bytes" or kinds[name].shape != ():
+                raise SchemaError(
+                    describe(
+                        f"decode_images names {name!r}, which is not a bytes feature of shape ()",
+                        expected="names of features holding one encoded image each",
+                        found=f"{kinds[name].kind} {kinds[name].shape}" if name in kinds else "no such feature",
+                    )
+                )
+        return {name: None if target is None else tuple(target) for name, target in images.items()}
+
+    def _row_bytes(self, good: Sequence[FileIndex], framed: int) -> float:
+        """Bytes per decoded row: fixed features exactly, bytes features by the records' size."""
+        record = sum(index.data_bytes for index in good) / max(framed, 1)
+        total = 0.0
+        for spec in self.specs:
+            if spec.name in self.images:
+                target = self.images[spec.name]
+                total += float(np.prod(target)) if target and len(target) == 3 else (target[0] * target[1] * 3 if target else record * 10)
+            elif spec.kind == "bytes":
+                total += record + 40 * spec.size
+            else:
+                total += spec.dtype.itemsize * spec.size
+        return max(8.0, total + record)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [spec.name for spec in self.specs]
+
+    def fingerprint(self) -> dict:
+        if self._fingerprint is None:
+            digest = hashlib.sha1()
+            for index in self._indexes:
+                digest.update(f"{index.path}\0{index.size}\n".encode())
+            self._fingerprint = {
+                "format": "tfrecord",
+                "files": len(self._indexes),
+                "digest": digest.hexdigest()[:16],
+                "columns": self.column_names,
+                "features": {spec.name: [spec.kind, list(spec.shape)] for spec in self.specs},
+                "fragments": len(self.fragments),
+            }
+        return self._fingerprint
+
+
+def read_tfrecord(
+    paths: PathLike,
+    *,
+    features: Mapping[str, tuple[str, Sequence[int] | int]] | None = None,
+    compression: Compression = None,
+    decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
+    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
+    filesystem: pafs.FileSystem | None = None,
+    on_error: OnError = "raise",
+    max_bad_fraction: float | None = None,
+    max_bad_count: int | None = None,
+    report_path: str | os.PathLike | None = None,
+):
+    """Streams ``tf.train.Example`` records from TFRecord files; no TensorFlow needed.
+
+    Args:
+        paths: a file, a directory (its ``*.tfrecord``, ``*.tfrec``,
+            ``name-00000-of-00008``-style files, optionally ``.gz``), a glob,
+            or a list of these; local paths or URIs.
+        features: ``{name: (kind, shape)}`` with kind ``"float"`` (float32),
+            ``"int64"`` or ``"bytes"`` and a fixed shape: each record's list
+            must hold exactly ``prod(shape)`` values, and a column holds
+            ``(rows, *shape)``. By default inferred from the first record
+            (a list of one value becomes a scalar).
+        compression: ``None`` detects GZIP from a ``.gz`` extension;
+            ``"GZIP"`` reads every file as GZIP.
+        decode_images: bytes features holding encoded images (PNG, JPEG, ...)
+            to decode into ``uint8`` arrays: a list of names (stored size,
+            RGB; all images must share a shape) or ``{name: (height, width,
+            channels)}`` to resize.
+        fragment_bytes: uncompressed files are cut into record ranges of about
+            this many bytes (the unit of parallel reading and shuffling).
+        on_error: ``"raise"`` (default) names the file, record index and byte
+            offset of the first damaged or non-matching record; ``"skip"``
+            leaves such records out and reports each in ``dataset.report``
+            (and ``report_path``), within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    from ..pipeline import Dataset
+
+    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    source = TFRecordSource(
+        paths,
+        features=features,
+        compression=compression,
+        decode_images=decode_images,
+        fragment_bytes=fragment_bytes,
+        filesystem=filesystem,
+        on_error=on_error,
+        report=report,
+    )
+    # Under "skip", records that fail while reading shorten their fragment: count once before training.
+    return Dataset(source=source, on_error=on_error, report=report, row_count_known=on_error == "raise")

@@ -1,0 +1,188 @@
+"""Writing sharded TFRecord files of ``tf.train.Example`` records, without TensorFlow.
+
+Each row becomes one Example with one feature per column: floating columns
+a ``float_list`` (stored as float32: the only float type Examples have),
+integer and boolean columns an ``int64_list``, bytes and str columns (str as
+UTF-8) a ``bytes_list``. A column of shape ``(rows, *shape)`` stores
+``prod(shape)`` values per row; read it back with
+``features={name: (kind, shape)}``.
+
+Files are named ``name-00000-of-00004.tfrecord`` (``.tfrecord.gz`` with
+GZIP). The shard count is known only at the end, so shards are written
+under hidden temporary names and renamed once all are complete: a crash
+never leaves a set that looks whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from typing import Any, Iterable, Literal, Mapping
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from ..core import Chunk, chunk_len
+from ..errors import SchemaError, describe
+from ..sources import _tfrecord_format as fmt
+from ..sources._paths import _filesystem_for
+
+_SUFFIX = re.compile(r"\.(tfrecords?|tfrec)(\.gz)?$", re.IGNORECASE)
+
+
+def _column_features(name: str, column: np.ndarray) -> list[bytes]:
+    """Every row's serialized ``Feature`` for one column (vectorized per column)."""
+    column = np.asarray(column)
+    rows = len(column)
+    flat = column.reshape(rows, -1) if column.ndim != 1 else column.reshape(rows, 1)
+    per_row = flat.shape[1]
+    kind = column.dtype.kind
+    if kind == "f":
+        payload = np.ascontiguousarray(flat, dtype="<f4").tobytes()
+        body_prefix = fmt.tag_len(1, 4 * per_row) if per_row else b""
+        body_len = len(body_prefix) + 4 * per_row
+        prefix = fmt.tag_len(fmt.KIND_FIELD["float"], body_len) + body_prefix
+        step = 4 * per_row
+        return [prefix + payload[i * step : (i + 1) * step] for i in range(rows)]
+    if kind in "iub":
+        if kind == "u" and flat.size and int(flat.max()) > np.iinfo(np.int64).max:
+            raise SchemaError(describe(f"Column {name!r} holds values above the int64 range", expected="values an Example's int64_list can hold", found=f"max {int(flat.max())}"))
+        values = flat.astype(np.int64).ravel()
+        sizes = fmt.varint_sizes(values)
+        payload = fmt.encode_varints(values, sizes)
+        ends = np.cumsum(sizes.reshape(rows, per_row).sum(axis=1)).tolist()
+        out, begin = [], 0
+        for end in ends:
+            body = fmt.tag_len(1, end - begin) + payload[begin:end] if end > begin or per_row else b""
+            out.append(fmt.tag_len(fmt.KIND_FIELD["int64"], len(body)) + body)
+            begin = end
+        return out
+    if kind in "SUO":
+        out = []
+        for row in flat.tolist():
+            parts = []
+            for value in row:
+                if isinstance(value, str):
+                    value = value.encode("utf-8")
+                elif not isinstance(value, (bytes, bytearray, memoryview)):
+                    raise SchemaError(describe(f"Column {name!r} holds a {type(value).__name__}", expected="bytes or str in an object column", fix="convert the column to bytes, str or a numeric dtype"))
+                value = bytes(value)
+                parts.append(fmt.tag_len(1, len(value)) + value)
+            body = b"".join(parts)
+            out.append(fmt.tag_len(fmt.KIND_FIELD["bytes"], len(body)) + body)
+        return out
+    raise SchemaError(describe(f"Column {name!r} has dtype {column.dtype}, which an Example cannot hold", expected="float, int, bool, bytes or str columns", fix="convert the column with .map() first"))
+
+
+def encode_chunk(chunk: Chunk) -> list[bytes]:
+    """One serialized ``tf.train.Example`` per row of ``chunk``."""
+    rows = chunk_len(chunk)
+    columns = []
+    for name, column in chunk.items():
+        key = name.encode("utf-8")
+        columns.append((fmt.tag_len(1, len(key)) + key, _column_features(name, column)))
+    examples = []
+    for row in range(rows):
+        entries = []
+        for key, features in columns:
+            feature = features[row]
+            entry_len = len(key) + len(fmt.tag_len(2, len(feature))) + len(feature)
+            entries.append(b"".join((fmt.tag_len(1, entry_len), key, fmt.tag_len(2, len(feature)), feature)))
+        joined = b"".join(entries)
+        examples.append(fmt.tag_len(1, len(joined)) + joined)
+    return examples
+
+
+def _chunks(data: Any) -> Iterable[Chunk]:
+    from ..pipeline import Dataset
+
+    if isinstance(data, Dataset):
+        with data.iter_epoch(0) as iterator:
+            yield from iterator
+    elif isinstance(data, Mapping):
+        yield dict(data)
+    else:
+        yield from data
+
+
+def write_tfrecord(
+    dataset_or_chunks: Any,
+    path_pattern: str | os.PathLike,
+    *,
+    shard_rows: int = 100_000,
+    compression: Literal["GZIP"] | None = None,
+    overwrite: bool = False,
+    filesystem: pafs.FileSystem | None = None,
+) -> list[str]:
+    """Writes rows as ``tf.train.Example`` records into sharded TFRecord files.
+
+    Args:
+        dataset_or_chunks: a :class:`streamfeed.Dataset` (epoch 0 is written,
+            in its order), one chunk (dict of equal-length arrays), or an
+            iterable of chunks.
+        path_pattern: ``dir/name`` (a ``.tfrecord`` suffix is allowed); files
+            become ``dir/name-00000-of-0000N.tfrecord`` (``.tfrecord.gz``).
+        shard_rows: rows per file (the last may have fewer).
+        compression: ``None`` or ``"GZIP"``.
+        overwrite: replace an existing set of that name (otherwise an
+            existing ``name-*-of-*`` file is an error).
+
+    Returns:
+        The paths written, in order. No rows still gives one empty file.
+    """
+    if shard_rows < 1:
+        raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
+    if compression not in (None, "GZIP"):
+        raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
+    fs, prefix = _filesystem_for(os.fspath(path_pattern), filesystem)
+    prefix = _SUFFIX.sub("", prefix)
+    directory, name = prefix.rsplit("/", 1) if "/" in prefix else (".", prefix)
+    extension = ".tfrecord" + (".gz" if compression == "GZIP" else "")
+    fs.create_dir(directory, recursive=True)
+    existing = sorted(info.path for info in fs.get_file_info(pafs.FileSelector(directory)) if re.fullmatch(re.escape(name) + r"-\d{5}-of-\d{5}" + re.escape(extension), info.base_name))
+    if existing and not overwrite:
+        raise FileExistsError(describe("TFRecord files of this name exist already", where=existing[0], fix="pass overwrite=True, or another path_pattern"))
+
+    temporary: list[str] = []
+    state: dict[str, Any] = {"raw": None, "out": None, "rows": 0}
+
+    def open_next() -> None:
+        path = f"{directory}/.{name}-{len(temporary):05d}{extension}.incomplete"
+        temporary.append(path)
+        state["raw"] = fs.open_output_stream(path, compression=None)
+        state["out"] = gzip.GzipFile(fileobj=state["raw"], mode="wb", mtime=0) if compression == "GZIP" else state["raw"]
+        state["rows"] = 0
+
+    def close_current() -> None:
+        if state["out"] is not None:
+            if state["out"] is not state["raw"]:
+                state["out"].close()
+            state["raw"].close()
+            state["out"] = state["raw"] = None
+
+    try:
+        open_next()
+        for chunk in _chunks(dataset_or_chunks):
+            records = encode_chunk(chunk)
+            at = 0
+            while at < len(records):
+                if state["rows"] == shard_rows:
+                    close_current()
+                    open_next()
+                take = min(shard_rows - state["rows"], len(records) - at)
+                state["out"].write(b"".join(fmt.frame(record) for record in records[at : at + take]))
+                state["rows"] += take
+                at += take
+        close_current()
+    except BaseException:
+        close_current()
+        for path in temporary:
+            fs.delete_file(path)
+        raise
+    for path in existing:
+        fs.delete_file(path)
+    final = [f"{directory}/{name}-{number:05d}-of-{len(temporary):05d}{extension}" for number in range(len(temporary))]
+    for source, target in zip(temporary, final):
+        fs.move(source, target)
+    return final
