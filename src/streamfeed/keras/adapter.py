@@ -38,6 +38,7 @@ from .validation import check_model_inputs
 
 logger = logging.getLogger("streamfeed")
 _KEEP_POSITIONS = 4096  # far more batches than any Keras read-ahead
+_PEEK_BATCHES = 4  # Keras peeks at one or two batches before an epoch
 
 
 def _is_keras_epoch_iterator(obj: Any) -> bool:
@@ -124,6 +125,11 @@ class KerasDataset(keras.utils.PyDataset):
         self._served = 0
         self._positions: collections.OrderedDict[int, Position] = collections.OrderedDict()
         self._ids: list[np.ndarray] = []
+        # The first batches of the current stream, kept so that after a Keras
+        # peek the epoch replays them instead of reading (decoding) them again.
+        self._head: list[tuple[Chunk, Position]] | None = []
+        self._replay: collections.deque[tuple[Chunk, Position]] = collections.deque()
+        self._stream_start: tuple[int, Position] | None = None
         self._checked = model is None
         self.wait_seconds = 0.0
 
@@ -139,6 +145,17 @@ class KerasDataset(keras.utils.PyDataset):
     def __getitem__(self, index: int) -> tuple:
         if self._stream is None:
             self._open(begun=False)
+        batch, position = self._replay.popleft() if self._replay else self._read()
+        self._positions[self._served] = position
+        if len(self._positions) > _KEEP_POSITIONS:
+            self._positions.popitem(last=False)
+        self._served += 1
+        if not self._checked:
+            check_model_inputs(self.model, batch, self.features, self.inputs)
+            self._checked = True
+        return self._to_keras(batch)
+
+    def _read(self) -> tuple[Chunk, Position]:
         try:
             batch = next(self._stream)
         except StopIteration:
@@ -151,14 +168,10 @@ class KerasDataset(keras.utils.PyDataset):
                     fix="inspect the files named in the report; rows were lost while reading",
                 )
             ) from None
-        self._positions[self._served] = self._stream.position
-        if len(self._positions) > _KEEP_POSITIONS:
-            self._positions.popitem(last=False)
-        self._served += 1
-        if not self._checked:
-            check_model_inputs(self.model, batch, self.features, self.inputs)
-            self._checked = True
-        return self._to_keras(batch)
+        entry = (batch, self._stream.position)
+        if self._head is not None:
+            self._head = self._head + [entry] if len(self._head) < _PEEK_BATCHES else None
+        return entry
 
     def on_epoch_begin(self) -> None:
         self._open(begun=True)
@@ -166,24 +179,32 @@ class KerasDataset(keras.utils.PyDataset):
     def on_epoch_end(self) -> None:
         complete = self._begun and self._stream is not None and self._served == self.num_batches
         complete = complete and not _called_from_keras_reset()
-        if self._stream is not None:
-            self.wait_seconds += self._stream.wait_seconds
-        self._close_stream()
         if complete:
+            self._close_stream()
             self._epoch, self._start = self._epoch + 1, Position()
+        elif self._head is None:  # abandoned after more than a peek: nothing to replay
+            self._close_stream()
 
     # ---------------------------------------------------------------- helpers
     def _open(self, *, begun: bool) -> None:
-        self._close_stream()
-        self._stream = self.dataset.iter_epoch(self._epoch, self._start)
+        start = (self._epoch, self._start)
+        if self._stream is not None and self._head is not None and self._stream_start == start:
+            # Restarting right after a peek: serve the peeked batches again.
+            self._replay = collections.deque(self._head)
+        else:
+            self._close_stream()
+            self._stream = self.dataset.iter_epoch(self._epoch, self._start)
+            self._stream_start, self._head, self._replay = start, [], collections.deque()
         self._begun, self._served = begun, 0
         self._positions.clear()
         self._ids = []
 
     def _close_stream(self) -> None:
         if self._stream is not None:
+            self.wait_seconds += self._stream.wait_seconds
             self._stream.close()
             self._stream = None
+        self._head, self._replay = [], collections.deque()
 
     def _to_keras(self, batch: Chunk) -> tuple:
         if IDS in batch:
