@@ -16,7 +16,8 @@ from .errors import (
     StreamfeedError,
 )
 from .pipeline import Dataset, EpochIterator
-from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet
+from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
+from .writers.tfrecord import write_tfrecord
 
 __version__ = "0.1.0"
 
@@ -49,4 +50,6 @@ __all__ = [
     "read_images",
     "read_numpy",
     "read_parquet",
+    "read_tfrecord",
+    "write_tfrecord",
 ]

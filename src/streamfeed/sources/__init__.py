@@ -9,6 +9,7 @@ from .hdf5 import HDF5Source, read_hdf5
 from .images import ImageSource, read_images
 from .numpy import NumpySource, read_numpy
 from .parquet import ParquetSource, read_parquet
+from .tfrecord import TFRecordSource, read_tfrecord
 
 __all__ = [
     "CsvSource",
@@ -16,9 +17,11 @@ __all__ = [
     "ImageSource",
     "NumpySource",
     "ParquetSource",
+    "TFRecordSource",
     "read_csv",
     "read_hdf5",
     "read_images",
     "read_numpy",
     "read_parquet",
+    "read_tfrecord",
 ]
