@@ -54,3 +54,45 @@ def test_cli_refuses_an_unknown_format(tmp_path):
     (tmp_path / "data.xyz").write_text("?")
     with pytest.raises(ValueError, match="Cannot tell the format"):
         main(["convert", str(tmp_path / "data.xyz"), str(tmp_path / "out"), "--quiet"])
+
+
+def test_image_folder_converts_to_encoded_bytes_that_decode_to_the_same_images(tmp_path, capsys):
+    from PIL import Image
+
+    from streamfeed.transforms import decode_images
+
+    rng = np.random.default_rng(1)
+    for label, name in enumerate(["ant", "bee"]):
+        (tmp_path / "imgs" / name).mkdir(parents=True)
+        for i in range(9 + 4 * label):
+            pixels = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
+            suffix = ".jpg" if i % 2 else ".png"
+            Image.fromarray(pixels).save(tmp_path / "imgs" / name / f"{i}{suffix}")
+    assert main(["convert", str(tmp_path / "imgs"), str(tmp_path / "out"), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == 22
+    stored = pq.read_table(tmp_path / "out").schema
+    assert stored.field("image_bytes").type == pa.binary() and "image" not in stored.names
+
+    original = _everything(sf.read_images(tmp_path / "imgs", size=(16, 20)))
+    converted = _everything(sf.read_parquet(tmp_path / "out").map(decode_images(size=(16, 20))))
+    order = np.argsort(converted["path"])
+    assert list(converted["path"][order]) == list(original["path"])
+    assert np.array_equal(converted["label"][order], original["label"])
+    assert np.array_equal(converted["image"][order], original["image"])
+
+
+def test_cli_converts_csv_to_tfrecord_that_reads_back_the_same_rows(tmp_path, capsys):
+    import pandas as pd
+
+    ids = np.arange(250)
+    pd.DataFrame({"id": ids, "x": ids / 2}).to_csv(tmp_path / "in.csv", index=False)
+    code = main(["convert", str(tmp_path / "in.csv"), str(tmp_path / "out"), "--to", "tfrecord",
+                 "--shard-rows", "100", "--compression", "GZIP", "--json", "--quiet"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == 250 and len(summary["files"]) == 3
+    assert all(path.endswith(".tfrecord.gz") for path in summary["files"])
+    back = _everything(sf.read_tfrecord(tmp_path / "out"))
+    assert np.array_equal(back["id"], ids)
+    assert np.allclose(back["x"].reshape(-1), ids / 2)  # TFRecord floats are float32

@@ -1,4 +1,4 @@
-"""Rewriting any source as sharded Parquet: one pass, bounded memory.
+"""Rewriting any source as sharded Parquet (or TFRecord): one pass, bounded memory.
 
 Columns keep their dtypes; arrays with more than one dimension per row
 (images, embeddings) are stored as fixed-size lists with their row shape in
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("streamfeed")
 DEFAULT_SHARD_ROWS = 1_000_000
 DEFAULT_ROW_GROUP_ROWS = 65_536
+ROW_GROUP_BYTES = 64 * 2**20  # wide rows (images) get fewer rows per group
 
 
 def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
@@ -91,8 +92,10 @@ def convert_to_parquet(
     started = time.perf_counter()
     writer: pq.ParquetWriter | None = None
     in_shard = 0
+    row_bytes = float(getattr(dataset.source, "row_bytes", 64.0))
+    row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // row_bytes)))
     with _progress(progress, dataset.num_rows()) as advance:
-        for chunk in _rows(dataset.batch(row_group_rows)):
+        for chunk in _rows(dataset.batch(row_group_rows).prefetch(2)):
             start = 0
             while start < chunk_len(chunk):
                 if writer is None or in_shard >= shard_rows:
@@ -116,6 +119,22 @@ def convert_to_parquet(
     summary.bytes_written = sum(Path(path).stat().st_size for path in summary.files)
     summary.skipped = dataset.report.to_dict()
     return summary
+
+
+def convert_to_tfrecord(dataset: "Dataset", destination: str | Path, *, shard_rows: int = 100_000, compression: str | None = None) -> ConvertSummary:
+    """Writes ``dataset`` (one unshuffled pass) as ``part-0000i-of-0000N.tfrecord`` shards."""
+    from .writers.tfrecord import write_tfrecord
+
+    started = time.perf_counter()
+    files = write_tfrecord(dataset, Path(destination) / "part", shard_rows=shard_rows, compression=compression)
+    return ConvertSummary(
+        destination=str(destination),
+        files=files,
+        rows=dataset.num_rows(),
+        bytes_written=sum(Path(path).stat().st_size for path in files),
+        seconds=time.perf_counter() - started,
+        skipped=dataset.report.to_dict(),
+    )
 
 
 def _rate_column():

@@ -132,6 +132,8 @@ class ImageFragment:
     _source: "ImageSource" = field(repr=False, compare=False)
 
     def read(self) -> Chunk:
+        if not self._source.decode:
+            return self._read_encoded()
         source = self._source
         spec = source.spec
         images = np.empty((len(self.paths),) + spec.shape, dtype=spec.dtype)
@@ -161,6 +163,17 @@ class ImageFragment:
             chunk = {name: column[keep] for name, column in chunk.items()}
         return chunk
 
+    def _read_encoded(self) -> Chunk:
+        """The files' bytes as they are (``decode=False``), for storing or later decoding."""
+        contents = np.empty(len(self.paths), dtype=object)
+        for index, path in enumerate(self.paths):
+            with open(path, "rb") as handle:
+                contents[index] = handle.read()
+        chunk: Chunk = {"image_bytes": contents, "path": np.array(self.paths, dtype=object)}
+        if self.labels is not None:
+            chunk["label"] = self.labels.copy()
+        return chunk
+
 
 def _corrupt(path: str, exc: BaseException) -> CorruptFileError:
     reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
@@ -179,6 +192,7 @@ class ImageSource:
         label_map: Mapping[str, int] | str | os.PathLike | None = None,
         fragment_size: int = 128,
         verify_headers: bool = True,
+        decode: bool = True,
         on_error: OnError = "raise",
         report: BadInputReport | None = None,
         threads: int = 8,
@@ -191,6 +205,7 @@ class ImageSource:
         if not os.path.isdir(self.root):
             raise FileNotFoundError(describe("No such directory", where=self.root, expected="a folder with one sub-folder per class", fix="check the path"))
         self.spec = spec
+        self.decode = decode
         self.decoder = resolve_decoder(spec.decoder)
         self.on_error = on_error
         self.report = report or BadInputReport()
@@ -234,8 +249,9 @@ class ImageSource:
         self.report.total_rows = len(listing.files)
         self.report.total_files = len(listing.files)
         self.report.check_budget()
-        self.row_bytes = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize + 8 + 64)
-        self._columns = ["image"] + (["label"] if labels == "inferred" else []) + ["path"]
+        pixels = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize)
+        self.row_bytes = (pixels if decode else float(np.mean(sizes or [0]))) + 8 + 64
+        self._columns = ["image" if decode else "image_bytes"] + (["label"] if labels == "inferred" else []) + ["path"]
         self._fingerprint: dict | None = None
 
     @staticmethod
@@ -291,7 +307,7 @@ class ImageSource:
                 "files": len(self.files),
                 "digest": digest.hexdigest()[:16],
                 "columns": self.column_names,
-                "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize],
+                "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize] if self.decode else "encoded",
                 "label_map": self.label_map,
             }
         return self._fingerprint
@@ -321,6 +337,7 @@ def read_images(
     decoder: Decoder = "auto",
     fragment_size: int = 128,
     verify_headers: bool = True,
+    decode: bool = True,
     on_error: OnError = "raise",
     max_bad_fraction: float | None = None,
     max_bad_count: int | None = None,
@@ -344,6 +361,9 @@ def read_images(
         fragment_size: files per fragment (the unit of parallel decoding,
             shuffling and sharding).
         verify_headers: open every file's header when the source opens.
+        decode: ``False`` yields the files' encoded bytes as ``image_bytes``
+            instead of ``image`` (what ``streamfeed convert`` stores; decode
+            them later with :func:`streamfeed.transforms.decode_images`).
         on_error: ``"raise"`` (default) at the first bad file, naming it, or
             ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
             lines in ``report_path``) within the error budget.
@@ -372,7 +392,9 @@ def read_images(
         label_map=label_map,
         fragment_size=fragment_size,
         verify_headers=verify_headers,
+        decode=decode,
         on_error=on_error,
         report=report,
     )
-    return Dataset(source=source, on_error=on_error, report=report, row_count_known=on_error == "raise")
+    exact = on_error == "raise" or not decode  # undecoded, nothing can fail after the header probe
+    return Dataset(source=source, on_error=on_error, report=report, row_count_known=exact)
