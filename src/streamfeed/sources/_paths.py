@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, Union
 
-import urllib.parse
-
 import pyarrow as pa
 import pyarrow.fs as pafs
 
