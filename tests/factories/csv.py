@@ -46,12 +46,14 @@ def csv_directory(tmp_path: Path):
 
 
 def csv_gzip(tmp_path: Path):
-    """Three gzip files written by pandas: one fragment each, of uneven sizes."""
+    """Three gzip files written by pandas, of uneven sizes, each cut into several byte-range fragments."""
     root = tmp_path / "gz"
     root.mkdir()
     for number, (start, stop) in enumerate([(0, 250), (250, 330), (330, 600)]):
         _frame(np.arange(start, stop)).to_csv(root / f"part-{number}.csv.gz", index=False, compression="gzip")
-    return read_csv(root, count_cache=False), np.arange(600)
+    ds = read_csv(root, fragment_bytes=700, count_cache=False)
+    assert len(ds.source.fragments) > 8
+    return ds, np.arange(600)
 
 
 FACTORIES = [

@@ -46,10 +46,12 @@ def tfrecord_sharded(tmp_path: Path):
 
 
 def tfrecord_gzip(tmp_path: Path):
-    """A GZIP set of four files (one fragment each: 150, 150, 150, 60 records)."""
+    """A GZIP set of four files (150, 150, 150, 60 records), each cut into record ranges of ~700 decompressed bytes."""
     ids = np.arange(510)
     write_tfrecord({"id": ids, "x": ids / 2.0}, tmp_path / "gz" / "part", shard_rows=150, compression="GZIP")
-    return read_tfrecord(str(tmp_path / "gz" / "part-*.tfrecord.gz"), features=FEATURES), ids
+    ds = read_tfrecord(str(tmp_path / "gz" / "part-*.tfrecord.gz"), features=FEATURES, fragment_bytes=700)
+    assert len(ds.source.fragments) > 8
+    return ds, ids
 
 
 FACTORIES = [

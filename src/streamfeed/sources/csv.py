@@ -4,11 +4,25 @@ When the source opens, every file is scanned once for its exact row count
 (``_csv_scan.py``: a vectorised, quote-aware newline count over large byte
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
 mtime), so steps per epoch are known before the first batch. The same scan
-cuts a large uncompressed file into byte ranges of about
-``fragment_bytes`` at record boundaries; each range is a fragment that a
-read thread opens, seeks and parses on its own, with the header's column
-names. A compressed file cannot be entered mid-stream, so it is one
-fragment (write compressed data as several files).
+cuts a large file into byte ranges of about ``fragment_bytes`` at record
+boundaries; each range is a fragment that a read thread opens, seeks and
+parses on its own, with the header's column names.
+
+A gzip file is cut the same way, in decompressed bytes: the counting pass
+keeps a decompressor checkpoint per range (``_inflate.py``, about 40 KiB
+each), and a fragment resumes from its checkpoint and decompresses only its
+own bytes, so memory is bounded by the fragment, not the file. Checkpoints
+cannot be stored in the JSON count cache, so opening a gzip file always
+takes one decompression pass (when the counts are cached, a pass without
+the scan, stopping at the last range's start).
+
+**Limit: bz2 and zstd files are one fragment each**, read whole into one
+chunk: a fragment of such a file holds the whole decompressed file (as
+parsed columns). ``bz2.BZ2Decompressor`` cannot be copied, pyarrow's
+decompressing streams expose no state, and ``zstandard`` is not a
+dependency (a single-frame zstd stream has no resumable points either).
+Opening such a file larger than ``fragment_bytes`` logs a warning with its
+size; recompress large files with gzip, or write several smaller files.
 
 Column types are inferred once, from the first MiB of every file, and then
 fixed for every fragment, so that a column has one dtype in every chunk; a
@@ -24,6 +38,7 @@ import csv as pycsv
 import hashlib
 import io
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +52,7 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk, NullPolicy
 from ..errors import BadInputReport, CorruptFileError, DataError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from . import _inflate
 from ._arrow import ColumnPolicy, table_to_chunk
 from ._csv_scan import Scanner, Split, UnbalancedQuote, record_lines, scan_stream
 from ._paths import PathLike, resolve_files
@@ -55,6 +71,7 @@ _PLAIN = (".csv", ".tsv", ".psv", ".txt", ".dat")
 SUFFIXES = _PLAIN + tuple(plain + packed for plain in _PLAIN for packed in COMPRESSION)
 _BOM = b"\xef\xbb\xbf"
 _CACHE_VERSION = 1
+logger = logging.getLogger("streamfeed")
 
 TypeSpec = Any  # a pyarrow DataType, a NumPy dtype or type, or a name such as "float32"
 
@@ -126,6 +143,11 @@ def _arrow_type(spec: TypeSpec, column: str) -> pa.DataType:
 def _codec(path: str) -> str | None:
     lower = path.lower()
     return next((codec for suffix, codec in COMPRESSION.items() if lower.endswith(suffix)), None)
+
+
+def _whole(codec: str | None) -> bool:
+    """Compressed so that it cannot be entered mid-stream: one fragment (bz2, zstd)."""
+    return codec is not None and codec != "gzip"
 
 
 def _open_stream(filesystem: pafs.FileSystem, path: str, codec: str | None):
@@ -221,6 +243,7 @@ class _FileInfo:
     quoted_newlines: bool
     sample: pa.Schema | None  # types inferred from the first MiB
     size: int
+    checkpoints: _inflate.Checkpoints | None = None  # gzip: where each range resumes
 
 
 # ---------------------------------------------------------------- fragment
@@ -242,7 +265,7 @@ class _CsvWhere:
 
 @dataclass(frozen=True)
 class CsvFragment:
-    """Whole records ``[start, end)`` of one file (``end=None``: to the end of a compressed stream)."""
+    """Whole records ``[start, end)`` of one file (decompressed bytes for gzip; ``end=None``: to the end of a bz2/zstd stream)."""
 
     key: str
     num_rows: int
@@ -255,6 +278,7 @@ class CsvFragment:
     _codec: str | None
     _quoted_newlines: bool
     _options: _Options = field(repr=False)
+    _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
 
     @property
     def location(self) -> str:
@@ -262,8 +286,10 @@ class CsvFragment:
 
     # ---------------------------------------------------------------- reading
     def _bytes(self) -> bytes:
-        """This fragment's raw bytes (a compressed file's are decompressed: error paths only)."""
+        """This fragment's raw bytes (decompressed; a whole bz2/zstd file's: error paths only)."""
         filesystem = self._options.filesystem
+        if self._codec == "gzip":
+            return self._gzip_range()
         if self.end is not None:
             with filesystem.open_input_file(self.path) as handle:
                 data = handle.read_at(self.end - self.start, self.start)
@@ -272,8 +298,15 @@ class CsvFragment:
             stream.read(self.start)
             return stream.read()
 
+    def _gzip_range(self) -> bytes:
+        assert self.end is not None
+        points = self._checkpoints or _inflate.Checkpoints()
+        return _inflate.read_range(lambda: self._options.filesystem.open_input_file(self.path), points, self.start, self.end)
+
     def _source(self) -> Any:
         filesystem = self._options.filesystem
+        if self._codec == "gzip":
+            return pa.BufferReader(self._gzip_range())
         if self.end is not None:
             with filesystem.open_input_file(self.path) as handle:
                 return pa.BufferReader(handle.read_at(self.end - self.start, self.start))
@@ -305,7 +338,7 @@ class CsvFragment:
             table = self._parse(self._source(), invalid, skip=options.on_error == "skip")
         except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._explain(exc, invalid) from exc
-        except OSError as exc:
+        except (OSError, _inflate.InflateError) as exc:
             raise CorruptFileError(
                 describe(
                     "Could not read a CSV file",
@@ -523,17 +556,18 @@ class CsvSource:
         )
         self.fragments = [
             CsvFragment(
-                key=f"{info.path}#bytes={split.start}-{'' if info.codec else split.end}",
+                key=f"{info.path}#bytes={split.start}-{'' if _whole(info.codec) else split.end}",
                 num_rows=split.rows,
                 path=info.path,
                 start=split.start,
-                end=None if info.codec else split.end,
+                end=None if _whole(info.codec) else split.end,
                 first_line=split.first_line,
                 first_row=split.first_row,
                 _names=tuple(info.names),
                 _codec=info.codec,
                 _quoted_newlines=info.quoted_newlines,
                 _options=options,
+                _checkpoints=info.checkpoints,
             )
             for info in good
             for split in info.fragments
@@ -617,20 +651,25 @@ class CsvSource:
         if duplicates:
             raise SchemaError(describe(f"A CSV header names columns {duplicates} twice", where=f"{path}, line 1", fix="rename them, or pass column_names=[...]"))
 
-        split_bytes = None if codec or (info.size or 0) <= self._fragment_bytes else self._fragment_bytes
+        split_bytes = None if _whole(codec) or (codec is None and (info.size or 0) <= self._fragment_bytes) else self._fragment_bytes
         key = {
             "v": _CACHE_VERSION, "path": path, "size": info.size, "mtime_ns": info.mtime_ns, "codec": codec,
             "quote": quote, "delimiter": delimiter, "header": self._header, "split": split_bytes,
         }  # fmt: skip
 
+        checkpoints: list[_inflate.Checkpoints] = []  # gzip: kept by a scan that runs
+
         def scan() -> dict:
             scanner = Scanner(quote=quote, delimiter=delimiter, header=self._header, split_bytes=split_bytes, data_start=bom)
             try:
-                with _open_stream(self.filesystem, path, codec) as stream:
-                    scan_stream(stream.read, scanner)
+                if codec == "gzip":
+                    checkpoints.append(self._scan_gzip(path, scanner))
+                else:
+                    with _open_stream(self.filesystem, path, codec) as stream:
+                        scan_stream(stream.read, scanner)
             except UnbalancedQuote as exc:
                 raise _quote_error(path, exc) from exc
-            except (OSError, pa.ArrowInvalid) as exc:
+            except (OSError, pa.ArrowInvalid, _inflate.InflateError) as exc:
                 raise _corrupt(path, f"after line {scanner.lines_before + 1} (byte {scanner.offset} of the data)", exc) from exc
             if split_bytes is None:
                 splits = [Split(data_start, scanner.offset, scanner.rows, first_line, 0)]
@@ -640,10 +679,43 @@ class CsvSource:
 
         use_cache = self._count_cache and isinstance(self.filesystem, pafs.LocalFileSystem) and info.mtime_ns is not None
         result = _cached_scan(key, scan) if use_cache else scan()
+        splits = [Split(*item) for item in result["splits"]]
+        if codec == "gzip" and not checkpoints:  # counts came from the cache: one pass for the checkpoints
+            checkpoints.append(self._gzip_checkpoints(path, [split.start for split in splits]))
+        elif _whole(codec) and splits and splits[-1].end > self._fragment_bytes:
+            logger.warning(
+                "%s is %s-compressed: it is read as one fragment of %.1f MiB decompressed (fragment_bytes is %.1f MiB), "
+                "held whole in memory while it is read; recompress it with gzip or split it into smaller files",
+                path, codec, splits[-1].end / 2**20, self._fragment_bytes / 2**20,
+            )  # fmt: skip
         sample = self._sample_types(head, probe, whole, data_start, names, path, first_line, user_types)
         return _FileInfo(
-            path, codec, names, [Split(*item) for item in result["splits"]], result["rows"], result["quoted_newlines"], sample, info.size
+            path, codec, names, splits, result["rows"], result["quoted_newlines"], sample, info.size, checkpoints[0] if checkpoints else None
         )
+
+    def _scan_gzip(self, path: str, scanner: Scanner) -> _inflate.Checkpoints:
+        """Counts a gzip file's records in one decompression pass, keeping a checkpoint per range.
+
+        A range starts right after a record end found in the block just
+        fed, so the checkpoint at that block's start lies at or before it.
+        """
+        points = _inflate.Checkpoints()
+        with self.filesystem.open_input_stream(path, compression=None) as stream:
+            for before, block in _inflate.blocks(stream.read, _inflate.block_bytes(self._fragment_bytes)):
+                count = len(scanner.splits)
+                scanner.feed(block)
+                if len(scanner.splits) > count:
+                    points.keep(before)
+        scanner.finish()
+        return points
+
+    def _gzip_checkpoints(self, path: str, starts: Sequence[int]) -> _inflate.Checkpoints:
+        """Checkpoints for ranges whose counts were cached: a decompression pass up to the last start."""
+        try:
+            with self.filesystem.open_input_stream(path, compression=None) as stream:
+                return _inflate.checkpoints_at(stream.read, starts[1:], _inflate.block_bytes(self._fragment_bytes))
+        except (OSError, _inflate.InflateError) as exc:
+            raise _corrupt(path, "while indexing its compressed data", exc) from exc
 
     def _decode(self, data: bytes, path: str, first_line: int) -> str:
         try:

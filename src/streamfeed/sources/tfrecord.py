@@ -9,8 +9,15 @@ framing is scanned (record headers only, each length's CRC checked, data
 skipped; cached per file path, size and modification time). That gives
 exact record counts, finds truncated, non-TFRecord and corrupt-length files
 before the first batch, and cuts large uncompressed files into record-range
-fragments of about ``fragment_bytes``. A GZIP file cannot be entered in the
-middle, so it is one fragment; counting it takes one decompression pass.
+fragments of about ``fragment_bytes``.
+
+A GZIP file is cut the same way, in decompressed bytes: its counting pass
+(one decompression) also keeps a decompressor checkpoint per range
+(``_inflate.py``), and a fragment resumes from its checkpoint and
+decompresses only up to its last record, so memory is bounded by the
+fragment, never the file. The checkpoints (about 40 KiB each, one per
+range) live in the in-process scan cache with the counts, so opening the
+same unchanged file again in the process costs no pass.
 
 **Damage is never silent.** tf.data's ``ignore_errors()`` drops every record
 after the first corrupt one without saying how many. Here:
@@ -31,13 +38,13 @@ training; yielded + reported == total holds exactly.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import hashlib
 import io
 import os
 import re
 import threading
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
@@ -46,6 +53,7 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, DataError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from . import _inflate
 from . import _tfrecord_format as fmt
 from ._paths import PathLike, _filesystem_for, resolve_files
 
@@ -70,6 +78,7 @@ class FileIndex:
     ranges: tuple[tuple[int, int, int, int], ...]  # (first record, records, start byte, end byte) per fragment
     problem: fmt.FramingProblem | None
     data_bytes: int  # bytes of framed records (decompressed)
+    checkpoints: _inflate.Checkpoints | None = field(default=None, compare=False, repr=False)  # GZIP: where ranges resume
 
 
 _scan_cache: dict[tuple, FileIndex] = {}
@@ -117,35 +126,14 @@ def _scan_plain(stream: Any, path: str, size: int, fragment_bytes: int) -> FileI
     return FileIndex(path, False, size, records, tuple(ranges), problem, data_bytes)
 
 
-class _GzipError(Exception):
-    pass
+def _scan_gzip(stream: Any, path: str, size: int, fragment_bytes: int) -> FileIndex:
+    """Decompresses once, walking record headers; keeps a checkpoint per record range.
 
-
-def _gunzip(stream: Any) -> Iterator[bytes]:
-    """Decompressed blocks of a (possibly multi-member) gzip stream, raising at damage."""
-    inflater = zlib.decompressobj(31)
-    started = False
-    while True:
-        compressed = stream.read(_BLOCK)
-        if not compressed:
-            break
-        started = True
-        try:
-            out = inflater.decompress(compressed)
-            while inflater.eof and inflater.unused_data:  # the next member of a concatenated gzip
-                rest = inflater.unused_data
-                inflater = zlib.decompressobj(31)
-                out += inflater.decompress(rest)
-        except zlib.error as exc:
-            raise _GzipError(f"the compressed data is corrupt ({exc})") from exc
-        if out:
-            yield out
-    if started and not inflater.eof:
-        raise _GzipError("the compressed stream is truncated (it ends before its end marker)")
-
-
-def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
-    """Decompresses once, walking record headers; the whole file is one fragment."""
+    Ranges are cut at record starts every ``fragment_bytes`` of decompressed
+    data, as in an uncompressed file. Each range's checkpoint is the one at
+    the start of the decompressed block holding the range's first byte (a
+    header may straddle two blocks, so the last two blocks' are at hand).
+    """
     records = 0  # records whose header was read (the last may still be incomplete)
     start = 0  # decompressed offset of the last header read
     position = 0  # decompressed offset just past the last header's record
@@ -153,8 +141,13 @@ def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
     skip = 0  # bytes of the current record still to pass
     problem = None
     damage = None
+    ranges: list[tuple[int, int, int, int]] = []
+    first, begin = 0, 0
+    points = _inflate.Checkpoints()
+    recent: collections.deque[_inflate.Checkpoint] = collections.deque(maxlen=2)
     try:
-        for block in _gunzip(stream):
+        for before, block in _inflate.blocks(stream.read, _inflate.block_bytes(fragment_bytes)):
+            recent.append(before)
             view = memoryview(block)
             if skip:
                 taken = min(skip, len(view))
@@ -169,6 +162,12 @@ def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
                         what += " in the very first record: the decompressed data is not TFRecord"
                     problem = fmt.FramingProblem(records, position, what, None)
                     break
+                if position - begin >= fragment_bytes and records > first:  # a record start: a new range
+                    ranges.append((first, records - first, begin, position))
+                    first, begin = records, position
+                    point = _inflate.latest(recent, position)
+                    if point is not None:  # else the range resumes from an earlier checkpoint
+                        points.keep(point)
                 record_bytes = fmt.HEADER_BYTES + length + fmt.FOOTER_BYTES
                 taken = min(record_bytes, len(pending))
                 del pending[:taken]
@@ -177,7 +176,7 @@ def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
                 start, position = position, position + record_bytes
             if problem:
                 break
-    except _GzipError as exc:
+    except _inflate.InflateError as exc:
         damage = str(exc)
     if problem is None:
         if skip:  # the last record read is incomplete
@@ -189,8 +188,9 @@ def _scan_gzip(stream: Any, path: str, size: int) -> FileIndex:
             problem = fmt.FramingProblem(records, position, "the decompressed data ends inside a record", 1)
         elif pending:
             problem = fmt.FramingProblem(records, position, f"the decompressed data ends inside a record header ({len(pending)} of 12 bytes)", 1)
-    ranges = ((0, records, 0, position),) if records else ()
-    return FileIndex(path, True, size, records, ranges, problem, position)
+    if records > first:
+        ranges.append((first, records - first, begin, position))
+    return FileIndex(path, True, size, records, tuple(ranges), problem, position, points)
 
 
 def _is_gzip(path: str, compression: Compression) -> bool:
@@ -205,14 +205,14 @@ def scan_file(fs: pafs.FileSystem, path: str, *, compressed: bool, fragment_byte
     """The framing index of a file, from the cache when it has not changed."""
     info = fs.get_file_info(path)
     mtime = info.mtime_ns if info.mtime_ns is not None else None
-    key = (type(fs).__name__, path, info.size, mtime, compressed, None if compressed else fragment_bytes)
+    key = (type(fs).__name__, path, info.size, mtime, compressed, fragment_bytes)
     with _scan_lock:
         cached = _scan_cache.get(key)
     if cached is not None:
         return cached
     if compressed:
         with fs.open_input_stream(path, compression=None) as stream:
-            index = _scan_gzip(stream, path, info.size)
+            index = _scan_gzip(stream, path, info.size, fragment_bytes)
     else:
         with fs.open_input_file(path) as stream:
             index = _scan_plain(stream, path, info.size, fragment_bytes)
@@ -254,7 +254,7 @@ class _Decoder:
 
 @dataclass(frozen=True)
 class TFRecordFragment:
-    """A range of consecutive records of one file (a whole file when compressed)."""
+    """A range of consecutive records of one file (GZIP: resumed from a decompressor checkpoint)."""
 
     key: str
     num_rows: int
@@ -264,6 +264,7 @@ class TFRecordFragment:
     end: int
     compressed: bool
     _decoder: _Decoder = field(repr=False, compare=False)
+    _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
 
     def read(self) -> Chunk:
         data = self._load()
@@ -295,15 +296,9 @@ class TFRecordFragment:
                 if len(data) != self.end - self.start:
                     raise OSError(f"read {len(data)} of {self.end - self.start} bytes")
                 return data
-            parts, have = [], 0
-            with fs.open_input_stream(self.path, compression=None) as stream:
-                for block in _gunzip(stream):  # stop once the scanned records are in: damage after them was reported at open
-                    parts.append(block)
-                    have += len(block)
-                    if have >= self.end:
-                        break
-            return b"".join(parts)[self.start : self.end]
-        except (OSError, _GzipError) as exc:
+            points = self._checkpoints or _inflate.Checkpoints()
+            return _inflate.read_range(lambda: fs.open_input_file(self.path), points, self.start, self.end)
+        except (OSError, _inflate.InflateError) as exc:
             raise CorruptFileError(
                 describe(
                     "Could not read a TFRecord file",
@@ -439,6 +434,7 @@ class TFRecordSource:
                 end=end,
                 compressed=index.compressed,
                 _decoder=decoder,
+                _checkpoints=index.checkpoints,
             )
             for index in good
             for first, count, start, end in index.ranges
@@ -507,7 +503,7 @@ class TFRecordSource:
         for index in good:
             if index.records:
                 first, count, start, end = index.ranges[0]
-                fragment = TFRecordFragment("", 1, index.path, 0, start, end, index.compressed, _Decoder(self.filesystem, (), {}, "raise", self.report))
+                fragment = TFRecordFragment("", 1, index.path, 0, start, end, index.compressed, _Decoder(self.filesystem, (), {}, "raise", self.report), index.checkpoints)
                 data = fragment._load()
                 starts, lengths, _, _ = fmt.split_records(data, 1)
                 if len(starts):
@@ -594,8 +590,9 @@ def read_tfrecord(
             to decode into ``uint8`` arrays: a list of names (stored size,
             RGB; all images must share a shape) or ``{name: (height, width,
             channels)}`` to resize.
-        fragment_bytes: uncompressed files are cut into record ranges of about
-            this many bytes (the unit of parallel reading and shuffling).
+        fragment_bytes: files are cut into record ranges of about this many
+            (decompressed) bytes, the unit of parallel reading, shuffling
+            and memory.
         on_error: ``"raise"`` (default) names the file, record index and byte
             offset of the first damaged or non-matching record; ``"skip"``
             leaves such records out and reports each in ``dataset.report``
