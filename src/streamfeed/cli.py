@@ -11,9 +11,9 @@ import logging
 import sys
 from typing import Sequence
 
-from .commands import convert, demo
+from .commands import convert, demo, stats
 
-COMMANDS = [demo, convert]
+COMMANDS = [demo, convert, stats]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,79 @@
+"""``streamfeed stats``: one pass over any source, statistics saved as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    stats = commands.add_parser("stats", help="compute column statistics, quantiles and vocabularies in one pass; save them as JSON")
+    stats.add_argument("source", help="file, directory or glob")
+    stats.add_argument("-o", "--output", type=Path, required=True, help="where to write the statistics JSON")
+    stats.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
+    stats.add_argument("--label", default=None, help="label column: its value counts are recorded")
+    stats.add_argument("--categorical", default="", help="comma-separated columns to count as categories (e.g. integer ids)")
+    stats.add_argument("--columns", default="", help="comma-separated columns to describe (default: all)")
+    stats.add_argument("--max-vocabulary", type=int, default=100_000, help="distinct values kept exactly per categorical column")
+    stats.add_argument("--threads", type=int, default=None, help="read threads (default: min(4, CPUs))")
+    stats.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it")
+    stats.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
+    stats.set_defaults(run=run)
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sources.detect import detect_format, reader_for
+    from ..stats import compute_stats
+
+    source_format = args.format or detect_format(args.source)
+    dataset = reader_for(source_format)(args.source, on_error=args.on_error)
+    options = dict(
+        columns=_names(args.columns) or None,
+        categorical=_names(args.categorical),
+        label=args.label,
+        max_vocabulary=args.max_vocabulary,
+        threads=args.threads,
+    )
+    if not args.quiet and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("stats", total=len(dataset.source.fragments))
+            stats = compute_stats(dataset, progress=lambda done, total: bar.update(task, completed=done), **options)
+    else:
+        stats = compute_stats(dataset, **options)
+    stats.save(args.output)
+    if not args.quiet:
+        print(summary(stats, source_format, args.output))
+    return 0
+
+
+def _number(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def summary(stats, source_format: str, output: Path) -> str:
+    """A short table: one line per column."""
+    lines = [f"{stats.rows:,} rows of {source_format}, {len(stats.columns)} column(s) -> {output}"]
+    header = ("column", "kind", "count", "nulls", "nans", "min", "max", "mean", "std", "distinct")
+    rows = [header]
+    for column in stats.columns.values():
+        rows.append(
+            (column.name, column.kind, str(column.count), str(column.nulls), str(column.nans), _number(column.min),
+             _number(column.max), _number(column.mean), _number(column.std), _number(column.distinct))
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    if stats.label_counts is not None:
+        top = sorted(stats.label_counts.items(), key=lambda item: -item[1])[:10]
+        lines.append(f"label {stats.label!r}: " + ", ".join(f"{value!r}: {count}" for value, count in top))
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""Per-fragment column summaries and their merge.
+
+One :class:`ColumnAccumulator` per column and fragment, built from the
+fragment's chunk in a read thread, then merged into the running total in
+fragment order by the caller. Numeric columns of any shape (scalars or
+fixed-size lists ``(n, d)``) are summarised over *all* their values;
+columns of shape ``(n, h, w, c)`` are images, summarised per channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from .moments import Moments, merge_max, merge_min, min_max
+from .sketches import hll_estimate, hll_registers, kll_kind, kll_rank_error, kll_to_text, new_kll, update_kll
+from .vocabulary import Vocabulary, count_values
+
+Kind = Literal["numeric", "categorical", "image"]
+
+
+def column_kind(name: str, values: np.ndarray, categorical: set[str]) -> Kind:
+    """Categorical for strings, bytes, bools and named columns; image for 4-D; else numeric."""
+    if name in categorical or values.dtype.kind in "OUSb":
+        return "categorical"
+    if values.ndim == 4:
+        return "image"
+    return "numeric"
+
+
+def dtype_name(values: np.ndarray) -> str:
+    if values.dtype.kind == "O":
+        for value in values.reshape(-1)[:64]:
+            if value is not None:
+                return type(value).__name__
+        return "object"
+    return str(values.dtype)
+
+
+def _nulls(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Values without None (object columns), and how many None there were."""
+    if values.dtype.kind != "O":
+        return values, 0
+    missing = np.frompyfunc(lambda v: v is None, 1, 1)(values).astype(bool)
+    count = int(missing.sum())
+    return (values[~missing] if count else values), count
+
+
+class ColumnAccumulator:
+    """Everything known about one column after some fragments."""
+
+    def __init__(self, name: str, kind: Kind, dtype: str, *, max_vocabulary: int, quantile_k: int) -> None:
+        self.name, self.kind, self.dtype = name, kind, dtype
+        self.max_vocabulary, self.quantile_k = max_vocabulary, quantile_k
+        self.nulls = 0
+        self.nans = 0
+        self.moments = Moments()
+        self.channels = Moments()
+        self.min: Any = None
+        self.max: Any = None
+        self.kll = None
+        self.registers: np.ndarray | None = None
+        self.vocabulary: Vocabulary | None = None
+
+    # ---------------------------------------------------------------- update
+    def add(self, values: np.ndarray) -> None:
+        values, nulls = _nulls(values)
+        self.nulls += nulls
+        if self.kind == "categorical":
+            self.vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
+            self.vocabulary.add(*count_values(values.reshape(-1) if values.ndim > 1 else values))
+            return
+        values = np.asarray(values)
+        if values.dtype.kind == "O":
+            values = values.astype(np.float64)
+        if values.dtype.kind in "fc":
+            nan = np.isnan(values)
+            count = int(np.count_nonzero(nan))
+            if count:
+                self.nans += count
+                values = values[~nan] if self.kind == "numeric" else values
+        if self.kind == "image":
+            self._add_image(values)
+            return
+        flat = values.reshape(-1)
+        self.moments = self.moments.merge(Moments.of(flat))
+        low, high = min_max(flat)
+        self.min, self.max = merge_min(self.min, low), merge_max(self.max, high)
+        self.kll = self.kll if self.kll is not None else new_kll(flat.dtype, self.quantile_k)
+        update_kll(self.kll, flat)
+        registers = hll_registers(flat)
+        self.registers = registers if self.registers is None else np.maximum(self.registers, registers)
+
+    def _add_image(self, values: np.ndarray) -> None:
+        pixels = values.reshape(-1, values.shape[-1])
+        if values.dtype.kind == "f" and self.nans:
+            pixels = pixels[~np.isnan(pixels).any(axis=1)]
+        channels = Moments.of(pixels, axis=0)
+        self.channels = self.channels.merge(channels)
+        self.moments = self.moments.merge(Moments(len(values), 0.0, 0.0))  # images counted, not pixels
+        low, high = min_max(pixels)
+        self.min, self.max = merge_min(self.min, low), merge_max(self.max, high)
+
+    # ----------------------------------------------------------------- merge
+    def merge(self, other: "ColumnAccumulator") -> None:
+        """Adds ``other`` (a later fragment's summary) into this one."""
+        self.nulls += other.nulls
+        self.nans += other.nans
+        self.moments = self.moments.merge(other.moments)
+        self.channels = self.channels.merge(other.channels)
+        self.min, self.max = merge_min(self.min, other.min), merge_max(self.max, other.max)
+        if other.kll is not None:
+            if self.kll is None:
+                self.kll = new_kll(np.float32 if kll_kind(other.kll) == "floats" else np.float64, self.quantile_k)
+            self.kll.merge(other.kll)
+        if other.registers is not None:
+            self.registers = other.registers if self.registers is None else np.maximum(self.registers, other.registers)
+        if other.vocabulary is not None:
+            if self.vocabulary is None:
+                self.vocabulary = Vocabulary(self.max_vocabulary)
+            self.vocabulary.merge(other.vocabulary)
+
+    # ---------------------------------------------------------------- result
+    def to_record(self) -> dict:
+        """The JSON-able fields of :class:`ColumnStats`."""
+        record: dict[str, Any] = {
+            "name": self.name, "kind": self.kind, "dtype": self.dtype,
+            "count": 0, "nulls": self.nulls, "nans": self.nans,
+            "min": _py(self.min), "max": _py(self.max), "mean": None, "variance": None,
+            "quantile_rank_error": None, "distinct": None,
+            "vocabulary": None, "vocabulary_exact": None, "oov_count": None, "value_type": None,
+            "channel_mean": None, "channel_std": None, "image_sizes": None, "image_modes": None,
+            "kll": None, "kll_kind": None,
+        }
+        if self.kind == "categorical":
+            vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
+            top = vocabulary.top()
+            record.update(
+                count=vocabulary.total, distinct=vocabulary.distinct(), vocabulary=[[v, c] for v, c in top],
+                vocabulary_exact=vocabulary.exact, oov_count=max(0, vocabulary.total - sum(c for _, c in top)),
+                value_type=vocabulary.kind or "str",
+            )
+            return record
+        record["count"] = self.moments.count
+        if self.kind == "image":
+            if self.channels.count:
+                record.update(
+                    channel_mean=[float(v) for v in np.atleast_1d(self.channels.mean)],
+                    channel_std=[float(v) for v in np.sqrt(np.atleast_1d(self.channels.variance))],
+                )
+            return record
+        if self.moments.count:
+            record.update(mean=float(self.moments.mean), variance=float(self.moments.variance))
+        if self.kll is not None and not self.kll.is_empty():
+            record.update(kll=kll_to_text(self.kll), kll_kind=kll_kind(self.kll), quantile_rank_error=kll_rank_error(self.kll.k))
+        if self.registers is not None:
+            record["distinct"] = float(min(hll_estimate(self.registers), self.moments.count))
+        return record
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value

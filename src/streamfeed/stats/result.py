@@ -1,0 +1,165 @@
+"""The frozen statistics: :class:`ColumnStats` per column and :class:`Stats`.
+
+Plain data read back from (and written to) versioned JSON. Quantiles are
+answered by the stored KLL sketch, so nothing needs the data again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from .vocabulary import decode, encode
+
+VERSION = 1
+
+
+@dataclass
+class ColumnStats:
+    """Statistics of one column.
+
+    ``count`` is the number of non-null, non-NaN values (for images: of
+    images); numeric columns with several values per row (fixed-size lists)
+    are summarised over all their values. ``variance`` is the population
+    variance (ddof=0). ``vocabulary`` lists ``(value, count)`` by count
+    descending then value ascending; exact when ``vocabulary_exact``.
+    ``oov_count`` counts values outside the kept vocabulary.
+    """
+
+    name: str
+    kind: Literal["numeric", "categorical", "image"]
+    dtype: str
+    count: int = 0
+    nulls: int = 0
+    nans: int = 0
+    min: Any = None
+    max: Any = None
+    mean: float | None = None
+    variance: float | None = None
+    quantile_rank_error: float | None = None
+    distinct: float | None = None
+    vocabulary: list[tuple[Any, int]] | None = None
+    vocabulary_exact: bool | None = None
+    oov_count: int | None = None
+    value_type: str | None = None
+    channel_mean: list[float] | None = None
+    channel_std: list[float] | None = None
+    image_sizes: dict | None = None
+    image_modes: dict | None = None
+    kll: str | None = field(default=None, repr=False)
+    kll_kind: str | None = field(default=None, repr=False)
+    _sketch: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def std(self) -> float | None:
+        """Population standard deviation."""
+        return None if self.variance is None else math.sqrt(self.variance)
+
+    def _kll(self):
+        if self.kll is None:
+            raise ValueError(f"column {self.name!r} ({self.kind}) has no quantile sketch: quantiles exist for numeric columns with values")
+        if self._sketch is None:
+            from .sketches import kll_from_text
+
+            self._sketch = kll_from_text(self.kll, self.kll_kind or "doubles")
+        return self._sketch
+
+    def quantile(self, q: float) -> float:
+        """The approximate ``q``-quantile (rank error within ``quantile_rank_error``)."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"q must be in [0, 1], got {q}")
+        return float(self._kll().get_quantile(q))
+
+    def quantiles(self, n_bins: int) -> list[float]:
+        """``n_bins - 1`` boundaries splitting the values into equally frequent bins."""
+        if n_bins < 1:
+            raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+        return [self.quantile(i / n_bins) for i in range(1, n_bins)]
+
+    def to_dict(self) -> dict:
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if not name.startswith("_")}
+        if self.vocabulary is not None:
+            kind = self.value_type or "str"
+            data["vocabulary"] = [[encode(v, kind) if kind in ("bytes",) else v, int(c)] for v, c in self.vocabulary]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ColumnStats":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and not k.startswith("_")}
+        if known.get("vocabulary") is not None:
+            kind = known.get("value_type") or "str"
+            known["vocabulary"] = [(decode(v, kind), int(c)) for v, c in known["vocabulary"]]
+        return cls(**known)
+
+
+@dataclass
+class Stats:
+    """Statistics of a whole dataset: rows, columns, the label distribution, its source."""
+
+    rows: int
+    columns: dict[str, ColumnStats]
+    label: str | None = None
+    label_counts: dict[Any, int] | None = None
+    source: dict = field(default_factory=dict)
+    label_type: str | None = None
+
+    def __getitem__(self, name: str) -> ColumnStats:
+        try:
+            return self.columns[name]
+        except KeyError:
+            raise KeyError(f"no statistics for column {name!r}; columns: {sorted(self.columns)}") from None
+
+    def to_dict(self) -> dict:
+        kind = self.label_type or "str"
+        label_counts = None
+        if self.label_counts is not None:
+            label_counts = [[encode(v, kind) if kind == "bytes" else v, int(c)] for v, c in self.label_counts.items()]
+        return {
+            "version": VERSION,
+            "source": self.source,
+            "rows": self.rows,
+            "label": self.label,
+            "label_type": self.label_type,
+            "label_counts": label_counts,
+            "columns": {name: column.to_dict() for name, column in self.columns.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Stats":
+        from .io import check_version
+
+        check_version(data)
+        kind = data.get("label_type") or "str"
+        counts = data.get("label_counts")
+        return cls(
+            rows=int(data["rows"]),
+            columns={name: ColumnStats.from_dict(column) for name, column in data["columns"].items()},
+            label=data.get("label"),
+            label_counts=None if counts is None else {decode(v, kind): int(c) for v, c in counts},
+            source=dict(data.get("source") or {}),
+            label_type=data.get("label_type"),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the JSON atomically (a temporary file, then a rename)."""
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(self.to_json())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Stats":
+        with open(path, encoding="utf-8") as handle:
+            return cls.from_dict(json.load(handle))
+
+    def check_source(self, dataset: Any) -> None:
+        """Raises :class:`StaleStatsError` naming what changed if ``dataset``'s source differs."""
+        from .io import check_source
+
+        check_source(self.source, dataset)

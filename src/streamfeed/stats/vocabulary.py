@@ -1,0 +1,152 @@
+"""Vocabularies with counts: exact up to a cap, a frequent-items sketch beyond.
+
+Values are counted per chunk with ``np.unique(..., return_counts=True)``
+(vectorised; one Python operation per *distinct* value, not per row) and
+merged into a dict. While a column has at most ``max_vocabulary`` distinct
+values the counts are exact. Past the cap the counts move into an Apache
+DataSketches ``frequent_strings_sketch`` sized to track the cap's worth of
+items (its estimates are within ``total/maxMapSize*0.75`` of the truth),
+and the distinct count into an ``hll_sketch``. Sketch keys are strings, so
+values are encoded by the column's ``value_type`` and decoded on the way
+out: an int vocabulary stays ints.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Any
+
+import numpy as np
+
+from .sketches import _datasketches
+
+VALUE_TYPES = ("str", "int", "float", "bool", "bytes")
+HLL_LG_K = 12
+
+
+def value_type(values: list) -> str:
+    """The JSON-able type of a column's values ('str', 'int', 'float', 'bool', 'bytes')."""
+    for value in values:
+        if isinstance(value, bool):
+            return "bool"
+        for name, kind in (("bytes", bytes), ("str", str), ("int", int), ("float", float)):
+            if isinstance(value, kind):
+                return name
+    return "str"
+
+
+def encode(value: Any, kind: str) -> str:
+    """A value as a sketch key (and as JSON for bytes)."""
+    if kind == "bytes":
+        return base64.b64encode(value).decode("ascii")
+    if kind == "float":
+        return repr(float(value))
+    return str(value)
+
+
+def decode(text: Any, kind: str) -> Any:
+    """The inverse of :func:`encode`, also applied to values read back from JSON."""
+    if kind == "bytes":
+        return base64.b64decode(text)
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        return text if isinstance(text, bool) else text == "True"
+    return str(text)
+
+
+def count_values(values: np.ndarray) -> tuple[list, list[int]]:
+    """Distinct values (as Python objects) and their counts, vectorised."""
+    if values.size == 0:
+        return [], []
+    if values.dtype.kind == "O":
+        try:
+            uniques, counts = np.unique(values, return_counts=True)
+        except TypeError:  # mixed types: fall back to counting by Python hash
+            import collections
+
+            found = collections.Counter(values.tolist())
+            return list(found), list(found.values())
+    else:
+        uniques, counts = np.unique(values, return_counts=True)
+    return uniques.tolist(), counts.tolist()
+
+
+class Vocabulary:
+    """Counts of one column's values; exact until more than ``cap`` distinct."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.kind: str | None = None
+        self.counts: dict[Any, int] | None = {}
+        self.total = 0
+        self._items = None  # frequent_strings_sketch once past the cap
+        self._hll = None
+
+    def add(self, uniques: list, counts: list[int]) -> None:
+        if not uniques:
+            return
+        if self.kind is None:
+            self.kind = value_type(uniques)
+        self.total += int(sum(counts))
+        if self.counts is not None:
+            merged = self.counts
+            for value, count in zip(uniques, counts):
+                merged[value] = merged.get(value, 0) + count
+            if len(merged) > self.cap:
+                self._to_sketch()
+            return
+        for value, count in zip(uniques, counts):
+            key = encode(value, self.kind)
+            self._items.update(key, int(count))
+            self._hll.update(key)
+
+    def merge(self, other: "Vocabulary") -> None:
+        """Adds ``other``'s counts (call in a fixed order: sketch merges are then deterministic)."""
+        if other.kind is None:
+            return
+        if other.counts is not None:
+            self.add(list(other.counts), list(other.counts.values()))
+            return
+        if self.kind is None:
+            self.kind = other.kind
+        if self.counts is not None:
+            self._to_sketch()
+        self.total += other.total
+        self._items.merge(other._items)
+        union = _datasketches().hll_union(HLL_LG_K)
+        union.update(self._hll)
+        union.update(other._hll)
+        self._hll = union.get_result()
+
+    def _to_sketch(self) -> None:
+        ds = _datasketches()
+        lg_map = max(3, math.ceil(math.log2(self.cap / 0.75)) + 1)
+        self._items = ds.frequent_strings_sketch(lg_map)
+        self._hll = ds.hll_sketch(HLL_LG_K)
+        for value, count in (self.counts or {}).items():
+            key = encode(value, self.kind)
+            self._items.update(key, int(count))
+            self._hll.update(key)
+        self.counts = None
+
+    @property
+    def exact(self) -> bool:
+        return self.counts is not None
+
+    def distinct(self) -> float:
+        return float(len(self.counts)) if self.counts is not None else float(self._hll.get_estimate())
+
+    def top(self) -> list[tuple[Any, int]]:
+        """Up to ``cap`` (value, count) pairs, by count descending then value ascending."""
+        if self.counts is not None:
+            pairs = list(self.counts.items())
+        else:
+            ds = _datasketches()
+            found = self._items.get_frequent_items(ds.frequent_items_error_type.NO_FALSE_NEGATIVES)
+            pairs = [(decode(item, self.kind), int(estimate)) for item, estimate, _, _ in found]
+        pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+        return pairs[: self.cap]
