@@ -55,3 +55,18 @@ def test_peak_memory_does_not_grow_with_the_data(tmp_path):
     assert grown["small"][0] == 200_000 and grown["large"][0] == 800_000
     # 800k rows x 64 B = 51 MB of data; the pipeline is bounded at 48 MiB of buffers
     assert grown["large"][1] < grown["small"][1] + 16 * 1024, grown
+
+
+def test_one_fragment_larger_than_the_limit_is_refused_naming_its_size(tmp_path):
+    directory = tmp_path / "uneven"
+    directory.mkdir()
+    rng = np.random.default_rng(0)
+    for index, rows in enumerate([1_000, 1_000, 1_000, 200_000]):  # the mean fits, the largest does not
+        pq.write_table(pa.table({f"f{i}": rng.random(rows, dtype=np.float32) for i in range(8)}), directory / f"p{index}.parquet", row_group_size=rows)
+    data = sf.read_parquet(directory).with_options(memory_limit=8 * 2**20)
+    try:
+        data.layout()
+    except MemoryError as error:
+        assert "200000 rows" in str(error) and "8 MiB" in str(error)
+    else:
+        raise AssertionError("a 6 MiB fragment fit in an 8 MiB limit that needs twice its size")

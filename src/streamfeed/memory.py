@@ -50,9 +50,26 @@ def plan_layout(
     read_threads: int | None,
     prefetch: int | None,
     memory_limit: int | None,
+    largest_fragment_rows: float | None = None,
 ) -> Layout:
-    """The largest layout within ``memory_limit`` (the library's default if None)."""
+    """The largest layout within ``memory_limit`` (the library's default if None).
+
+    Buffers are sized from the mean fragment, but the largest one must fit
+    too (read, and converted once): a single huge fragment, such as a bz2
+    CSV that cannot be split, is refused here rather than exhausting memory.
+    """
     limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
+    largest = max(fragment_rows, largest_fragment_rows or 0.0)
+    if 2 * row_bytes * largest > limit:
+        raise MemoryError(
+            describe(
+                "A fragment is larger than the memory limit allows",
+                expected=f"fragments below {limit / 2**20:.0f} MiB / 2 (read, then converted)",
+                found=f"one of {largest:.0f} rows x {row_bytes:.0f} bytes = {row_bytes * largest / 2**20:.0f} MiB",
+                fix="raise memory_limit, project fewer columns, or rewrite the data in smaller pieces "
+                "(streamfeed convert writes row groups sized for streaming)",
+            )
+        )
     threads = read_threads or min(4, os.cpu_count() or 1)
     depth = prefetch or 8
     if not shuffled:

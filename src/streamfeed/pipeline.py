@@ -37,6 +37,8 @@ from .transforms.batch import LastBatch, num_batches
 
 if TYPE_CHECKING:
     from .keras.adapter import KerasDataset
+    from .sampling import BalancedSampler
+    from .runtime.metrics import StageMetrics
 
 logger = logging.getLogger("streamfeed")
 STATE_VERSION = 1
@@ -57,6 +59,7 @@ def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk]
         return out
 
     op.__name__ = name
+    op.new_columns = tuple(getattr(fn, "new_columns", ()))  # type: ignore[attr-defined]
     return op
 
 
@@ -103,6 +106,8 @@ class Dataset:
     memory_limit: int | None = None
     shard_index: int = 0
     shard_count: int = 1
+    metrics: "bool | StageMetrics" = field(default=False, compare=False, repr=False)
+    sampler: "BalancedSampler | None" = None
     _counts: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ----------------------------------------------------------------- building
@@ -171,11 +176,19 @@ class Dataset:
             raise ValueError(f"shard index must be in [0, {count}), got {index}")
         return self._with(shard_index=int(index), shard_count=int(count))
 
-    def with_options(self, *, memory_limit: int | None = None, read_threads: int | None = None) -> "Dataset":
-        """Sets the memory limit (bytes) that sizes every buffer, and read threads."""
+    def with_options(
+        self, *, memory_limit: int | None = None, read_threads: int | None = None, metrics: "bool | StageMetrics | None" = None
+    ) -> "Dataset":
+        """Sets the memory limit (bytes) that sizes every buffer, and read threads.
+
+        ``metrics=True`` times every stage of each epoch (see
+        :meth:`EpochIterator.metrics`); a :class:`StageMetrics` given here
+        accumulates across epochs. Off by default, at no cost.
+        """
         return self._with(
             memory_limit=self.memory_limit if memory_limit is None else int(memory_limit),
             read_threads=self.read_threads if read_threads is None else int(read_threads),
+            metrics=self.metrics if metrics is None else metrics,
         )
 
     # ------------------------------------------------------------------ sizing
@@ -202,7 +215,13 @@ class Dataset:
             return list(pool.map(count, self.source.fragments))
 
     def epoch_plan(self, epoch: int) -> EpochPlan:
-        """This shard's read units for ``epoch``."""
+        """This shard's read units for ``epoch`` (with their sampled sizes when balanced)."""
+        plan = self._read_plan(epoch)
+        if self.sampler is None:
+            return plan
+        return EpochPlan(units=plan.units, unit_rows=tuple(self.sampler.unit_samples(plan.unit_rows)))
+
+    def _read_plan(self, epoch: int) -> EpochPlan:
         return make_epoch_plan(
             self.fragment_rows(),
             seed=self.seed if self.shuffled else None,
@@ -225,6 +244,7 @@ class Dataset:
             read_threads=self.read_threads,
             prefetch=self.prefetch_depth,
             memory_limit=self.memory_limit,
+            largest_fragment_rows=float(max(rows)),
         )
 
     def num_rows(self, epoch: int = 0) -> int:
@@ -245,9 +265,15 @@ class Dataset:
         return self.num_batches() if self.batch_size else self.num_rows()
 
     # --------------------------------------------------------------- iterating
-    def iter_epoch(self, epoch: int = 0, start: Position | None = None) -> "EpochIterator":
-        """Starts the threads of one epoch; close the result (or use ``with``)."""
-        return EpochIterator(self, epoch, start or Position())
+    def iter_epoch(
+        self, epoch: int = 0, start: Position | None = None, *, metrics: "bool | StageMetrics | None" = None
+    ) -> "EpochIterator":
+        """Starts the threads of one epoch; close the result (or use ``with``).
+
+        ``metrics`` (default: the dataset's ``with_options(metrics=)``) times
+        the stages; read them with :meth:`EpochIterator.metrics`.
+        """
+        return EpochIterator(self, epoch, start or Position(), metrics=self.metrics if metrics is None else metrics)
 
     def __iter__(self) -> "EpochIterator":
         return self.iter_epoch(0)
@@ -262,6 +288,7 @@ class Dataset:
             "batch_size": self.batch_size,
             "last_batch": self.last_batch,
             "shard": [self.shard_index, self.shard_count],
+            **({"sampler": self.sampler.settings()} if self.sampler is not None else {}),
         }
 
     def make_state(self, epoch: int, position: Position) -> dict:
@@ -285,6 +312,53 @@ class Dataset:
             )
         return int(state["epoch"]), Position.from_dict(state)
 
+    # --------------------------------------------------------------- balancing
+    def balance(
+        self,
+        label: str,
+        *,
+        stats: Any,
+        proportions: "str | Mapping[Any, float]" = "uniform",
+        samples_per_epoch: int | None = None,
+        seed: int | None = None,
+    ) -> "Dataset":
+        """Draws rows so that the classes of ``label`` appear in target proportions.
+
+        ``proportions``: ``"uniform"`` (every class equally often) or
+        ``{class: weight}`` (normalised; classes left out are not drawn).
+        Rows are drawn with replacement per read unit, with probabilities
+        ``target[c] / count[c]`` from ``stats`` (a ``streamfeed.stats.Stats``),
+        so rare classes are oversampled and common ones undersampled.
+        ``samples_per_epoch`` (default: this shard's rows) is the exact epoch
+        length. Implies a shuffle; ``seed`` defaults to the shuffle's seed.
+        See :mod:`streamfeed.sampling` and :meth:`sampling_report`.
+        """
+        from .sampling import make_sampler
+
+        dataset = self if self.shuffled else self.shuffle(seed)
+        sampler = make_sampler(
+            stats,
+            label,
+            proportions=proportions,  # type: ignore[arg-type]
+            samples_per_epoch=samples_per_epoch,
+            seed=dataset.seed if seed is None else seed,
+        )
+        return dataset._with(sampler=sampler)
+
+    def sampling_report(self, epoch: int | None = None) -> dict:
+        """Class counts and proportions actually emitted by ``balance`` in ``epoch`` (latest by default)."""
+        if self.sampler is None:
+            raise ValueError("sampling_report() needs balance()")
+        return self.sampler.report(epoch)
+
+    @property
+    def column_names(self) -> list[str]:
+        """The source's columns plus those that map functions declare they add (``fn.new_columns``)."""
+        names = list(self.source.column_names)
+        for op in self.row_ops:
+            names += [name for name in getattr(op, "new_columns", ()) if name not in names]
+        return names
+
     # ------------------------------------------------------------------- keras
     def to_keras(self, **options: Any) -> "KerasDataset":
         """Wraps this dataset for ``model.fit/evaluate/predict`` on any backend.
@@ -304,15 +378,21 @@ class EpochIterator:
     state to save. Owns a producer thread and a read pool: close it.
     """
 
-    def __init__(self, dataset: Dataset, epoch: int, start: Position) -> None:
+    def __init__(self, dataset: Dataset, epoch: int, start: Position, *, metrics: "bool | StageMetrics" = False) -> None:
+        from .runtime.metrics import resolve
+
         self.dataset = dataset
         self.epoch = epoch
         self.position = start
         layout = dataset.layout()
+        self._metrics = resolve(metrics)
+        if self._metrics is not None:
+            self._metrics.start(layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
         self._background: BackgroundIterator[tuple[Chunk, Position]] = BackgroundIterator(
-            lambda stop: produce_epoch(dataset, epoch, start, stop),
+            lambda stop: produce_epoch(dataset, epoch, start, stop, self._metrics),
             depth=layout.prefetch,
             name="streamfeed-epoch",
+            metrics=self._metrics,
         )
 
     def __iter__(self) -> Iterator[Chunk]:
@@ -326,6 +406,10 @@ class EpochIterator:
     def wait_seconds(self) -> float:
         """Time the consumer spent blocked waiting for batches."""
         return self._background.wait_seconds
+
+    def metrics(self) -> dict | None:
+        """A snapshot of the stage metrics, or None when metrics are off."""
+        return None if self._metrics is None else self._metrics.snapshot()
 
     def state(self) -> dict:
         return self.dataset.make_state(self.epoch, self.position)
