@@ -102,7 +102,7 @@ class KerasDataset(keras.utils.PyDataset):
         if dataset.batch_size is None:
             raise ValueError("to_keras() needs a batched dataset: call .batch(batch_size) first")
         labels = [label] if isinstance(label, str) else list(label or [])
-        columns = dataset.source.column_names
+        columns = dataset.column_names  # the source's, plus columns added by map functions
         reserved = set(labels) | {sample_weight, ids} - {None}
         features = [name for name in columns if name not in reserved] if features is None else list(features)
         missing = [name for name in [*features, *reserved] if name not in columns]

@@ -10,6 +10,8 @@ import itertools
 import threading
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
+
 from ..core import Chunk, Position, chunk_len, slice_chunk
 from ..errors import StateError, describe
 from ..transforms.batch import Batcher
@@ -92,6 +94,9 @@ def _unit_pieces(
     each piece is gathered from the unit buffer, sized to complete the
     batcher's next batch so that batches need no further copy.
     """
+    if dataset.sampler is not None and pieces:
+        yield from _sampled_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher)
+        return
     rows = sum(chunk_len(piece) for piece in pieces)
     if rows <= offset:
         return
@@ -109,6 +114,38 @@ def _unit_pieces(
     sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
     for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
         yield piece, piece_start, rows
+
+
+def _sampled_pieces(
+    dataset: "Dataset",
+    epoch: int,
+    unit_index: int,
+    pieces: list[Chunk],
+    offset: int,
+    buffer: UnitBuffer | None,
+    batcher: Batcher | None,
+) -> Iterator[tuple[Chunk, int, int]]:
+    """Like the shuffled path, but emits the balanced sampler's draw for this unit.
+
+    The draw (``k_u`` indices with replacement, ``k_u`` fixed by the plan)
+    replaces the permutation; it is seeded per unit, so resuming at
+    ``offset`` re-draws the same indices and skips the first ``offset``.
+    """
+    sampler = dataset.sampler
+    unit_rows = dataset.epoch_plan(epoch).unit_rows
+    samples = unit_rows[unit_index]
+    if offset == 0 and not any(unit_rows[:unit_index]):
+        sampler.reset(epoch)  # the epoch (re)starts: a Keras peek must not count twice
+    if samples <= offset:
+        return
+    labels = np.concatenate([sampler.label_column(piece) for piece in pieces])
+    order = sampler.draw(labels, samples, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
+    buffer = buffer if buffer is not None else UnitBuffer()
+    buffer.load(pieces)
+    sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
+    for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
+        sampler.record(epoch, labels[order[piece_start : piece_start + chunk_len(piece)]])
+        yield piece, piece_start, samples
 
 
 def _apply(dataset: "Dataset", batch: Chunk) -> Chunk:
