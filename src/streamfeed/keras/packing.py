@@ -11,7 +11,7 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 
-from ..core import Chunk, chunk_len
+from ..core import Chunk, chunk_len, interleave
 from ..errors import SchemaError, describe
 
 X, Y, W, IDS = "__x__", "__y__:", "__w__", "__ids__"
@@ -52,10 +52,10 @@ def pack_columns(
             parts = [_numeric(chunk[name], name, dtype).reshape(rows, -1) for name in features]
             width = sum(part.shape[1] for part in parts)
             matrix = np.empty((rows, width), dtype=dtype)
-            start = 0
-            for part in parts:
-                matrix[:, start : start + part.shape[1]] = part
-                start += part.shape[1]
+            if width == len(parts):  # one value per feature: the common, tiled case
+                interleave([part[:, 0] for part in parts], matrix)
+            else:
+                np.concatenate(parts, axis=1, out=matrix)
             out[X] = matrix
         else:
             for name in features:

@@ -110,6 +110,7 @@ def _unit_pieces(
             seen += size
         return
     buffer.load(pieces)
+    pieces.clear()  # the buffer holds the rows now: free the window's fragments before gathering
     order = unit_permutation(rows, seed=dataset.seed, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
     sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
     for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):

@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..core import Chunk, chunk_len
+from ..core import Chunk, chunk_len, interleave
 from ..plan import epoch_rng
 
 _SHUFFLE_STREAM = 1  # keeps row permutations independent of the fragment order stream
@@ -62,7 +62,7 @@ class UnitBuffer:
             block = self._block(block_name, (rows, len(names)), first[names[0]].dtype)
             start = 0
             for piece in pieces:
-                _interleave(block[start : start + chunk_len(piece)], [piece[name] for name in names])
+                interleave([piece[name] for name in names], block[start : start + chunk_len(piece)])
                 start += chunk_len(piece)
         for name, block_name, index in self._layout:
             if index is None:
@@ -84,17 +84,6 @@ class UnitBuffer:
         for name, block_name, index in self._layout:
             out[name] = taken[block_name] if index is None else taken[block_name][:, index]
         return out
-
-
-def _interleave(block: np.ndarray, columns: Sequence[np.ndarray]) -> None:
-    """Writes columns side by side into ``block`` (rows x columns).
-
-    Stacking into a contiguous (columns x rows) array and copying its
-    transpose is several times faster than column-at-a-time strided writes
-    (measured 0.1 s vs 1.1 s for 2 M rows x 33 columns): NumPy copies a
-    transpose in cache-friendly blocks.
-    """
-    block[:] = np.stack(columns).T
 
 
 def permuted_pieces(buffer: UnitBuffer, order: np.ndarray, offset: int, sizes: Iterator[int]) -> Iterator[tuple[Chunk, int]]:
