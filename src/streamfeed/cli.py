@@ -11,9 +11,9 @@ import logging
 import sys
 from typing import Sequence
 
-from .commands import convert, demo, stats
+from .commands import convert, demo, inspect, stats
 
-COMMANDS = [demo, convert, stats]
+COMMANDS = [demo, convert, inspect, stats]
 
 
 def build_parser() -> argparse.ArgumentParser:

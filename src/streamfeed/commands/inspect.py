@@ -1,0 +1,38 @@
+"""``streamfeed inspect``: what is in a dataset and what will hurt training; ``--quality`` adds one pass over the data."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from ..inspect import FORMATS
+
+    inspect = commands.add_parser("inspect", help="show files, rows, schema and layout of a dataset, and warnings for training")
+    inspect.add_argument("path", help="file or directory")
+    inspect.add_argument("--format", choices=FORMATS, default=None, help="format (default: detected from suffixes)")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--full", action="store_true", help="scan all the data (exact null counts, decode every image) instead of metadata and samples")
+    inspect.add_argument("--quality", action="store_true", help="add the data-quality report (one pass over the data)")
+    inspect.add_argument("--label", default=None, help="label column for the quality report")
+    inspect.add_argument("--memory-limit", type=int, default=None, help="bytes the pipeline may use: row groups are checked against it")
+    inspect.add_argument("--sample-rows", type=int, default=5, help="sample values per column")
+    inspect.add_argument("--quiet", action="store_true", help="no progress bar")
+    inspect.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..inspect import inspect
+    from ..inspect.report import quiet
+
+    with quiet() if args.quiet else contextlib.nullcontext():
+        report = inspect(args.path, format=args.format, full=args.full, sample_rows=args.sample_rows, memory_limit=args.memory_limit, quality=args.quality, label=args.label)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+    else:
+        from ..inspect.render import render
+
+        render(report)
+    return 0

@@ -1,0 +1,59 @@
+"""``streamfeed inspect``: what is in a dataset, and what will hurt training, before training.
+
+Reads footers, headers and a few sample rows — not the data — unless
+``full=True``, which scans everything for exact counts (with a progress bar
+on a terminal). One module per format fills the same :class:`InspectReport`.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import import_module
+from typing import Literal
+
+from .report import Column, InspectReport, InspectWarning
+
+Format = Literal["parquet", "csv", "hdf5", "numpy", "tfrecord", "images"]
+FORMATS: tuple[str, ...] = ("parquet", "csv", "hdf5", "numpy", "tfrecord", "images")
+
+
+def inspect(
+    path: str | os.PathLike,
+    *,
+    format: Format | None = None,  # noqa: A002 - the CLI's --format
+    full: bool = False,
+    sample_rows: int = 5,
+    memory_limit: int | None = None,
+    quality: bool = False,
+    label: str | None = None,
+) -> InspectReport:
+    """Inspects a file or directory of any supported format.
+
+    Args:
+        format: the format; detected from suffixes by default.
+        full: scan everything (exact null counts, decode every image)
+            instead of metadata and a sample.
+        sample_rows: sample values shown per column.
+        memory_limit: the pipeline's memory limit that row groups are
+            checked against (default :data:`streamfeed.memory.DEFAULT_MEMORY_LIMIT`).
+        quality: also run :func:`streamfeed.quality.quality_report` (one
+            pass over the data) and attach it as ``report.quality``.
+        label: the label column for the quality report.
+    """
+    from ..sources.detect import detect_format
+
+    path = os.fspath(path)
+    chosen = format or detect_format(path)
+    if chosen not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {chosen!r}")
+    report = InspectReport(path=path, format=chosen)
+    module = import_module(f".{chosen}", __name__)
+    getattr(module, f"inspect_{chosen}")(path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report)
+    if quality:
+        from ..quality import quality_report
+
+        report.quality = quality_report(path, format=chosen, label=label).to_dict()
+    return report
+
+
+__all__ = ["Column", "InspectReport", "InspectWarning", "inspect"]

@@ -1,0 +1,91 @@
+"""Inspecting an image folder: classes, formats, modes and sizes from headers; bad files.
+
+Headers only (Pillow opens lazily) unless ``full``, which decodes every
+image to find files whose header is fine but whose data is not.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import os
+
+import numpy as np
+
+from ..errors import require
+from ..sources.images import _list_images
+from .report import Column, InspectReport, add_files, progress, warn_rare_classes
+
+_HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
+
+
+def probe_image(path: str, decode: bool) -> dict:
+    """Format, mode and size from the header (and a full decode if asked); ``error`` when unreadable."""
+    Image = require("PIL.Image", "images")
+    try:
+        if os.path.getsize(path) == 0:
+            return {"error": "empty file (0 bytes)"}
+        with Image.open(path) as image:
+            facts = {"format": image.format, "mode": image.mode, "width": image.width, "height": image.height}
+            if decode:
+                image.load()
+        return facts
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data; all mean "does not decode"
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+    root = os.path.abspath(path)
+    has_classes = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(root))
+    listing = _list_images(root, "inferred" if has_classes else None)
+    add_files(report, listing.files, listing.sizes)
+    with progress(len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False) as advance:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            facts = []
+            for fact in pool.map(lambda file: probe_image(file, full), listing.files):
+                facts.append(fact)
+                advance()
+    bad = [(file, fact["error"]) for file, fact in zip(listing.files, facts) if "error" in fact]
+    good = [fact for fact in facts if "error" not in fact]
+    report.rows, report.rows_exact = len(good), full
+    classes = collections.Counter(c for c, fact in zip(listing.classes, facts) if c is not None and "error" not in fact)
+    for folder in listing.folders:
+        classes.setdefault(folder, 0)
+    modes = collections.Counter(fact["mode"] for fact in good)
+    sizes = collections.Counter((fact["width"], fact["height"]) for fact in good)
+    report.details.update(
+        {
+            "classes": dict(sorted(classes.items())),
+            "formats": dict(collections.Counter(fact["format"] for fact in good).most_common()),
+            "modes": dict(modes.most_common()),
+            "image_sizes": {f"{w}x{h}": n for (w, h), n in sizes.most_common(20)},
+            "image_size_histogram": _pixel_histogram([fact["width"] * fact["height"] for fact in good]),
+            "not_images": listing.ignored["not_image"][:50],
+            "undecodable": [{"path": file, "error": error} for file, error in bad[:50]],
+        }
+    )
+    report.columns = [Column("image", "encoded image", samples=[os.path.relpath(f, root) for f in listing.files[:sample_rows]])]
+    if has_classes:
+        report.columns.append(Column("label", "int64", samples=sorted(classes)[:sample_rows]))
+        warn_rare_classes(report, dict(classes), root)
+    if bad:
+        report.warn("unreadable_files", f"{len(bad)} image file(s) do not open" + ("" if full else " (headers only; --full decodes every image)"), where=bad[0][0], found=bad[0][1][:200], fix="remove or replace them, or read with on_error='skip'")
+    if listing.ignored["not_image"]:
+        report.warn("not_images", f"{len(listing.ignored['not_image'])} file(s) are not images and will be left out", where=listing.ignored["not_image"][0], fix="move them out of the image folder if they are not meant to be there")
+    if len(modes) > 1:
+        deep = sorted(mode for mode in modes if mode in _HIGH_DEPTH)
+        report.warn(
+            "mixed_image_modes",
+            "Images have different modes (colour, greyscale, bit depth)",
+            where=root,
+            found=", ".join(f"{mode}: {count}" for mode, count in modes.most_common()) + (f"; {deep} are more than 8 bits per channel" if deep else ""),
+            fix="decoding converts every image to one mode (channels=3, dtype=...); check that 16-bit images are scaled as intended",
+        )
+
+
+def _pixel_histogram(pixels: list[int]) -> list[dict]:
+    if not pixels:
+        return []
+    exponents = np.floor(np.log2(np.maximum(pixels, 1))).astype(int)
+    bins, counts = np.unique(exponents, return_counts=True)
+    return [{"pixels_low": 1 << int(b), "pixels_high": 1 << (int(b) + 1), "images": int(c)} for b, c in zip(bins, counts)]

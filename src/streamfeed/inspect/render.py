@@ -1,0 +1,98 @@
+"""Printing an :class:`InspectReport` (and its quality report) as rich tables for people."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .report import InspectReport
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def _size(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render(report: InspectReport, console: Any = None) -> None:
+    """Prints the report: a summary, the columns, the format's details, warnings, quality."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    rows = "unknown" if report.rows is None else f"{report.rows:,}" + ("" if report.rows_exact else " (estimate)")
+    summary = Table(title=f"{report.path}", show_header=False, title_justify="left")
+    summary.add_row("format", report.format)
+    summary.add_row("files", f"{report.file_count:,} ({_size(report.total_bytes)})")
+    summary.add_row("rows", rows)
+    for key, value in report.details.items():
+        summary.add_row(key.replace("_", " "), _short(value, 100))
+    console.print(summary)
+    if report.size_histogram:
+        sizes = Table(title="file sizes", title_justify="left")
+        sizes.add_column("size")
+        sizes.add_column("files", justify="right")
+        for row in report.size_histogram:
+            sizes.add_row(f"{_size(row['low'])} – {_size(row['high'])}", f"{row['files']:,}")
+        console.print(sizes)
+    if report.columns:
+        columns = Table(title="columns", title_justify="left")
+        for name in ("name", "type", "shape", "nulls", "samples"):
+            columns.add_column(name, justify="right" if name == "nulls" else "left", overflow="fold")
+        for column in report.columns:
+            nulls = "?" if column.nulls is None else f"{column.nulls:,}" + ("" if column.nulls_exact else " (sample)")
+            columns.add_row(column.name, column.type, "" if not column.shape else str(column.shape), nulls, _short(column.samples))
+        console.print(columns)
+    for warning in report.warnings:
+        console.print(f"[bold yellow]warning[/] {escape(f'[{warning.code}]')} {escape(warning.message)}", markup=True, highlight=False)
+    if not report.warnings:
+        console.print("no warnings")
+    if report.quality:
+        render_quality(report.quality, console)
+
+
+def render_quality(quality: dict, console: Any = None) -> None:
+    """Prints a quality report (its ``to_dict()`` form)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    if quality.get("columns"):
+        table = Table(title=f"quality ({quality['rows']:,} rows)", title_justify="left")
+        for name in ("column", "null", "NaN", "inf", "constant", "row-order rho"):
+            table.add_column(name, justify="left" if name == "column" else "right")
+        for name, column in quality["columns"].items():
+            rho = quality.get("row_order", {}).get(name)
+            table.add_row(name, f"{column['null_rate']:.2%}", f"{column['nan_rate']:.2%}", f"{column['inf_rate']:.2%}", "yes" if column["constant"] else "", "" if rho is None else f"{rho:+.2f}")
+        console.print(table)
+    duplicates = quality.get("duplicates")
+    if duplicates:
+        spread = f" (95 %: {duplicates['range_95'][0]:,}–{duplicates['range_95'][1]:,})" if "range_95" in duplicates else ""
+        console.print(f"duplicates: {duplicates['estimated']:,}{spread}; {duplicates['method']}", highlight=False)
+    if quality.get("label"):
+        label = quality["label"]
+        console.print(f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}", highlight=False)
+    images = quality.get("images")
+    if images:
+        table = Table(title=f"image quality ({images['files']:,} files)", show_header=False, title_justify="left")
+        table.add_row("modes", _short(images["modes"]))
+        table.add_row("median size", f"{images['median_size'][0]:.0f} x {images['median_size'][1]:.0f}")
+        table.add_row("blur (median, p5)", f"{images['blur']['median']:.1f}, {images['blur']['p05']:.1f}")
+        for key in ("undecodable", "mode_outliers", "size_outliers", "near_black", "near_white"):
+            table.add_row(key.replace("_", " "), str(len(images[key])))
+        console.print(table)
+    for warning in quality.get("warnings", []):
+        console.print(f"[bold yellow]quality[/] {escape(warning)}", markup=True, highlight=False)

@@ -1,0 +1,56 @@
+"""``streamfeed inspect`` in-process through ``main(argv)``: the table and ``--json``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from streamfeed.cli import main
+
+
+def _write(tmp_path):
+    label = np.repeat([0, 1], 500)
+    pq.write_table(pa.table({"__index_level_0__": np.arange(1000), "feature": np.linspace(0, 1, 1000), "y": label}), tmp_path / "data.parquet", row_group_size=250)
+    return tmp_path / "data.parquet"
+
+
+def test_table_output(tmp_path, capsys):
+    path = _write(tmp_path)
+    assert main(["inspect", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "parquet" in out and "1,000" in out and "feature" in out
+    assert "[index_column]" in out and "__index_level_0__" in out
+
+
+def test_json_output(tmp_path, capsys):
+    path = _write(tmp_path)
+    assert main(["inspect", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["format"] == "parquet" and report["rows"] == 1000
+    assert report["details"]["row_groups"]["count"] == 4
+    assert [c["name"] for c in report["columns"]] == ["__index_level_0__", "feature", "y"]
+    assert report["quality"] is None
+
+
+def test_quality_as_json_and_table(tmp_path, capsys):
+    path = _write(tmp_path)
+    assert main(["inspect", str(path), "--quality", "--label", "y", "--json"]) == 0
+    quality = json.loads(capsys.readouterr().out)["quality"]
+    assert quality["label"]["counts"] == {"0": 500, "1": 500}
+    assert quality["row_order"]["y"] > 0.8
+    assert main(["inspect", str(path), "--quality", "--label", "y"]) == 0
+    out = capsys.readouterr().out
+    assert "quality (1,000 rows)" in out and "follows the row order" in out and "imbalance ratio 1.0" in out
+
+
+def test_image_folder_with_quality(tmp_path, capsys):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / name / "x.png")
+    assert main(["inspect", str(tmp_path), "--format", "images", "--quality"]) == 0
+    out = capsys.readouterr().out
+    assert "image quality (2 files)" in out and "nearly black" in out and "duplicate" in out
