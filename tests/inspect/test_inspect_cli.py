@@ -54,3 +54,12 @@ def test_image_folder_with_quality(tmp_path, capsys):
     assert main(["inspect", str(tmp_path), "--format", "images", "--quality"]) == 0
     out = capsys.readouterr().out
     assert "image quality (2 files)" in out and "nearly black" in out and "duplicate" in out
+
+
+def test_html_report_with_histograms(tmp_path, capsys):
+    path = _write(tmp_path)
+    page = tmp_path / "report.html"
+    assert main(["inspect", str(path), "--quality", "--label", "y", "--html", str(page), "--quiet"]) == 0
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and "<svg" in text and "Label y (imbalance ratio 1.0)" in text
+    assert "index_column" in text and "follows the row order" in text

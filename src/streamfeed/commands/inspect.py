@@ -19,6 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     inspect.add_argument("--label", default=None, help="label column for the quality report")
     inspect.add_argument("--memory-limit", type=int, default=None, help="bytes the pipeline may use: row groups are checked against it")
     inspect.add_argument("--sample-rows", type=int, default=5, help="sample values per column")
+    inspect.add_argument("--html", default=None, metavar="FILE", help="also write a small static HTML report with histograms")
     inspect.add_argument("--quiet", action="store_true", help="no progress bar")
     inspect.set_defaults(run=run)
 
@@ -29,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
 
     with quiet() if args.quiet else contextlib.nullcontext():
         report = inspect(args.path, format=args.format, full=args.full, sample_rows=args.sample_rows, memory_limit=args.memory_limit, quality=args.quality, label=args.label)
+    if args.html:
+        from ..inspect.html import write_html
+
+        write_html(report, args.html)
     if args.json:
         print(json.dumps(report.to_dict(), indent=1))
     else:
