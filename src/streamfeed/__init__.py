@@ -16,6 +16,7 @@ from .errors import (
     StreamfeedError,
 )
 from .pipeline import Dataset, EpochIterator
+from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
 from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
 from .writers.tfrecord import write_tfrecord
 
@@ -33,6 +34,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BadInputReport",
+    "ColumnStats",
     "Chunk",
     "CorruptFileError",
     "DataError",
@@ -42,8 +44,11 @@ __all__ = [
     "Fragment",
     "Position",
     "SchemaError",
+    "StaleStatsError",
     "Source",
+    "compute_stats",
     "StateError",
+    "Stats",
     "StreamfeedError",
     "read_csv",
     "read_hdf5",
