@@ -16,6 +16,8 @@ from .errors import (
     StreamfeedError,
 )
 from .pipeline import Dataset, EpochIterator
+from .inspect import InspectReport, inspect
+from .quality import QualityReport, quality_report
 from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
 from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
 from .writers.tfrecord import write_tfrecord
@@ -42,11 +44,15 @@ __all__ = [
     "EpochIterator",
     "ErrorBudgetExceeded",
     "Fragment",
+    "InspectReport",
     "Position",
+    "QualityReport",
     "SchemaError",
     "StaleStatsError",
     "Source",
     "compute_stats",
+    "inspect",
+    "quality_report",
     "StateError",
     "Stats",
     "StreamfeedError",
