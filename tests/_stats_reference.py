@@ -60,13 +60,14 @@ class ExactStats:
         return self.columns[name]
 
 
-def stats_of(dataset: Any, *, categorical: Sequence[str] = (), label: str | None = None) -> Any:
+def stats_of(dataset: Any, *, categorical: Sequence[str] = (), label: str | None = None, **options: Any) -> Any:
+    """Stats of a (tiny) dataset; ``options`` go to ``compute_stats`` (e.g. ``quantile_k``)."""
     try:
         from streamfeed.stats import compute_stats
     except ImportError:
         compute_stats = None
     if compute_stats is not None:
-        return compute_stats(dataset, categorical=list(categorical) or None, label=label)
+        return compute_stats(dataset, categorical=list(categorical) or None, label=label, **options)
     with dataset.iter_epoch(0) as stream:
         chunks = list(stream)
     columns = {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
