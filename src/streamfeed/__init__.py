@@ -18,6 +18,7 @@ from .errors import (
 from .pipeline import Dataset, EpochIterator
 from .inspect import InspectReport, inspect
 from .quality import QualityReport, quality_report
+from .sampling import class_weights, with_class_weights
 from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
 from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
 from .writers.tfrecord import write_tfrecord
@@ -50,6 +51,7 @@ __all__ = [
     "SchemaError",
     "StaleStatsError",
     "Source",
+    "class_weights",
     "compute_stats",
     "inspect",
     "quality_report",
@@ -62,5 +64,6 @@ __all__ = [
     "read_numpy",
     "read_parquet",
     "read_tfrecord",
+    "with_class_weights",
     "write_tfrecord",
 ]

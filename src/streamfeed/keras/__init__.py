@@ -1,6 +1,14 @@
-"""The Keras boundary: the dataset adapter and the callbacks."""
+"""The Keras boundary: the dataset adapter, the callbacks, and layers built from stats."""
 
 from .adapter import KerasDataset
 from .checkpoint import DataCheckpoint
+from .layers import discretization_layer, integer_lookup_layer, normalization_layer, string_lookup_layer
 
-__all__ = ["DataCheckpoint", "KerasDataset"]
+__all__ = [
+    "DataCheckpoint",
+    "KerasDataset",
+    "discretization_layer",
+    "integer_lookup_layer",
+    "normalization_layer",
+    "string_lookup_layer",
+]
