@@ -11,9 +11,9 @@ import logging
 import sys
 from typing import Sequence
 
-from .commands import convert, demo, inspect, stats
+from .commands import bench, convert, demo, inspect, stats
 
-COMMANDS = [demo, convert, inspect, stats]
+COMMANDS = [demo, convert, inspect, stats, bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -218,6 +218,14 @@ class KerasDataset(keras.utils.PyDataset):
         y = tuple(batch[Y + name] for name in self.labels) if self.label_is_list else batch[Y + self.labels[0]]
         return (x, y) if weight is None else (x, y, weight)
 
+    @property
+    def input_wait_seconds(self) -> float:
+        """Total time ``__getitem__`` blocked on the pipeline, over all epochs so far.
+
+        Monotonic: :class:`InputStallMonitor` takes its difference per epoch.
+        """
+        return self.wait_seconds + (self._stream.wait_seconds if self._stream is not None else 0.0)
+
     # ------------------------------------------------------------------ state
     @property
     def epoch(self) -> int:

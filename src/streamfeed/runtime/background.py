@@ -10,7 +10,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, TypeVar
+
+if TYPE_CHECKING:
+    from .metrics import StageMetrics
 
 T = TypeVar("T")
 _END = object()
@@ -27,10 +30,15 @@ class BackgroundIterator(Generic[T]):
 
     ``produce`` must return promptly once ``stop`` is set (the reader and
     the queue here both check it). ``wait_seconds`` accumulates how long the
-    consumer blocked waiting for items: the input-stall measure.
+    consumer blocked waiting for items: the input-stall measure. With
+    ``metrics``, the producer's blocked time (``put_wait``), the consumer's
+    (``wait``) and the queue's occupancy at each take are recorded too.
     """
 
-    def __init__(self, produce: Callable[[threading.Event], Iterator[T]], depth: int, name: str) -> None:
+    def __init__(
+        self, produce: Callable[[threading.Event], Iterator[T]], depth: int, name: str, metrics: "StageMetrics | None" = None
+    ) -> None:
+        self._metrics = metrics
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._finished = False
@@ -53,6 +61,15 @@ class BackgroundIterator(Generic[T]):
                 close()
 
     def _put(self, item: object) -> bool:
+        if self._metrics is not None:
+            started = time.perf_counter()
+            try:
+                return self._put_until_stopped(item)
+            finally:
+                self._metrics.add("put_wait", time.perf_counter() - started)
+        return self._put_until_stopped(item)
+
+    def _put_until_stopped(self, item: object) -> bool:
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=_POLL_SECONDS)
@@ -67,13 +84,18 @@ class BackgroundIterator(Generic[T]):
     def __next__(self) -> T:
         if self._finished:
             raise StopIteration
-        started = time.perf_counter()
-        try:
+        try:  # all of it: an interrupt anywhere here must still stop the threads
+            if self._metrics is not None:
+                self._metrics.gauge("prefetch_queue", self._queue.qsize())
+            started = time.perf_counter()
             item = self._queue.get()
+            waited = time.perf_counter() - started
+            self.wait_seconds += waited
+            if self._metrics is not None:
+                self._metrics.add("wait", waited)
         except BaseException:
             self.close()
             raise
-        self.wait_seconds += time.perf_counter() - started
         if item is _END:
             self._finished = True
             self._thread.join()
@@ -99,6 +121,12 @@ class BackgroundIterator(Generic[T]):
                 break
         if self._thread is not threading.current_thread():
             self._thread.join()
+        # A consumer blocked in get() on another thread (Keras's tf.data thread
+        # when fit stops early) would wait forever and hang interpreter exit.
+        try:
+            self._queue.put_nowait(_END)
+        except queue.Full:
+            pass
 
     def __enter__(self) -> "BackgroundIterator[T]":
         return self

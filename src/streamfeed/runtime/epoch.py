@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import TYPE_CHECKING, Iterator
+import time
+from typing import TYPE_CHECKING, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -20,17 +21,28 @@ from .reader import OrderedReader
 
 if TYPE_CHECKING:
     from ..pipeline import Dataset
+    from .metrics import StageMetrics
+
+T = TypeVar("T")
 
 _UNBATCHED_PIECE_ROWS = 65_536
 
 
-def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threading.Event) -> Iterator[tuple[Chunk, Position]]:
+def produce_epoch(
+    dataset: "Dataset", epoch: int, start: Position, stop: threading.Event, metrics: "StageMetrics | None" = None
+) -> Iterator[tuple[Chunk, Position]]:
     """Yields ``(batch, position after it)`` for ``epoch`` from ``start``.
 
     Without a batch size, the "batches" are the read units' chunks as they
-    come (sliced from ``start``), still positioned.
+    come (sliced from ``start``), still positioned. With ``metrics``, the
+    stages are timed from outside (ops wrapped, generators measured).
     """
     plan = dataset.epoch_plan(epoch)
+    if metrics is not None:
+        dataset = dataset._with(
+            row_ops=tuple(metrics.timed_op(op, "fragment_ops") for op in dataset.row_ops),
+            batch_ops=tuple(metrics.timed_op(op, "batch_ops") for op in dataset.batch_ops),
+        )
     if start.unit > len(plan.units) or (start.unit < len(plan.units) and start.offset > plan.unit_rows[start.unit]):
         raise StateError(
             describe(
@@ -51,6 +63,7 @@ def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threadi
         on_error=dataset.on_error,
         report=dataset.report,
         stop=stop,
+        metrics=metrics,
     )
     batcher = Batcher(dataset.batch_size, dataset.last_batch) if dataset.batch_size else None
     buffer = UnitBuffer() if dataset.shuffled else None
@@ -65,15 +78,16 @@ def produce_epoch(dataset: "Dataset", epoch: int, start: Position, stop: threadi
                 if chunk is not None:  # None: skipped under on_error="skip"
                     pieces.append(chunk)
             offset = start.offset if unit_index == start.unit else 0
-            for piece, piece_start, rows in _unit_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher):
+            unit_pieces = _unit_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher)
+            for piece, piece_start, rows in _measured(unit_pieces, metrics, "assemble"):
                 if batcher is None:
                     end = piece_start + chunk_len(piece)
                     yield _apply(dataset, piece), Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
                     continue
-                for batch, position in batcher.add(piece, unit_index, piece_start, rows):
+                for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
                     yield _apply(dataset, batch), position
         if batcher is not None:
-            for batch, position in batcher.finish():
+            for batch, position in _measured(batcher.finish(), metrics, "batch"):
                 yield _apply(dataset, batch), position
     finally:
         reader.close()
@@ -147,6 +161,27 @@ def _sampled_pieces(
     for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
         sampler.record(epoch, labels[order[piece_start : piece_start + chunk_len(piece)]])
         yield piece, piece_start, samples
+
+
+def _measured(items: Iterable[T], metrics: "StageMetrics | None", stage: str) -> Iterable[T]:
+    """``items`` as they are, or with the time of each step recorded under ``stage``."""
+    if metrics is None:
+        return items
+    return _timed_steps(iter(items), metrics, stage)
+
+
+def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Iterator[T]:
+    while True:
+        started = time.perf_counter()
+        item = next(items, _DONE)
+        if item is _DONE:
+            return
+        rows = chunk_len(item[0]) if isinstance(item, tuple) and isinstance(item[0], dict) else 0
+        metrics.add(stage, time.perf_counter() - started, rows=rows)
+        yield item
+
+
+_DONE: object = object()
 
 
 def _apply(dataset: "Dataset", batch: Chunk) -> Chunk:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
-from typing import Callable, Iterator, Sequence
+import time
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from ..core import Chunk, Fragment
+from ..core import Chunk, Fragment, chunk_len
 from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SkippedUnit
+
+if TYPE_CHECKING:
+    from .metrics import StageMetrics
 
 RowOp = Callable[[Chunk], Chunk]
 
@@ -22,15 +26,18 @@ def read_fragment(
     row_ops: Sequence[RowOp],
     on_error: OnError,
     report: BadInputReport,
+    metrics: "StageMetrics | None" = None,
 ) -> Chunk | None:
     """Reads one fragment and applies the per-fragment ops.
 
     Under ``on_error="skip"`` a fragment that cannot be read is recorded in
     the report (with its row count) and ``None`` is returned; under
-    ``"raise"`` the error propagates, naming the fragment.
+    ``"raise"`` the error propagates, naming the fragment. With ``metrics``,
+    the read (wall and CPU time, rows, bytes) is recorded; the ops are
+    timed by their wrappers (:meth:`StageMetrics.timed_op`).
     """
     try:
-        chunk = fragment.read()
+        chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
         for op in row_ops:
             chunk = op(chunk)
         return chunk
@@ -40,6 +47,16 @@ def read_fragment(
         path, location = _report_location(fragment)
         report.add(SkippedUnit(path, location, str(exc), fragment.num_rows))
         return None
+
+
+def _timed_read(fragment: Fragment, metrics: "StageMetrics") -> Chunk:
+    from .metrics import chunk_bytes
+
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    chunk = fragment.read()
+    seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
+    metrics.add("read", seconds, rows=chunk_len(chunk), nbytes=chunk_bytes(chunk), cpu_seconds=cpu)
+    return chunk
 
 
 def _report_location(fragment: Fragment) -> tuple[str, str]:
@@ -78,8 +95,10 @@ class OrderedReader:
         on_error: OnError,
         report: BadInputReport,
         stop: threading.Event,
+        metrics: "StageMetrics | None" = None,
     ) -> None:
         self._fragments = fragments
+        self._metrics = metrics
         self._order = list(order)
         self._row_ops = row_ops
         self._ahead = max(1, ahead)
@@ -104,15 +123,27 @@ class OrderedReader:
                         self._row_ops,
                         self._on_error,
                         self._report,
+                        self._metrics,
                     )
                 )
 
         for _ in range(self._ahead):
             submit_next()
         while pending and not self._stop.is_set():
-            chunk = pending.popleft().result()
+            chunk = pending.popleft().result() if self._metrics is None else self._measured_result(pending)
             submit_next()
             yield chunk
+
+    def _measured_result(self, pending: collections.deque) -> Chunk | None:
+        """The next chunk, recording fragments ready/in flight and the wait for it."""
+        metrics = self._metrics
+        ready = sum(future.done() for future in pending)
+        metrics.gauge("reader_ready", ready)
+        metrics.gauge("reader_in_flight", len(pending) - ready)
+        started = time.perf_counter()
+        chunk = pending.popleft().result()
+        metrics.add("read_wait", time.perf_counter() - started)
+        return chunk
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,73 @@
+"""``streamfeed bench``: the pipeline doctor — throughput, stage times and a verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ._backend import choose_keras_backend
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="run a pipeline briefly and name its slowest stage")
+    bench.add_argument("path", help="file, directory or glob")
+    bench.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
+    bench.add_argument("--batch-size", type=int, default=1024)
+    bench.add_argument("--shuffle-seed", type=int, default=0, help="seed of the shuffle (default 0)")
+    bench.add_argument("--no-shuffle", action="store_true", help="read in source order")
+    bench.add_argument("--seconds", type=float, default=10.0, help="run for about this long (default 10)")
+    bench.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
+    bench.add_argument("--read-threads", type=int, default=None)
+    bench.add_argument("--memory-limit", type=int, default=None, help="bytes for the pipeline's buffers")
+    bench.add_argument("--model", choices=["demo"], default=None,
+                       help="feed a real fit loop: 'demo' is the demo's small Dense model (tabular data)")
+    bench.add_argument("--label", default=None, help="label column (needed with --model)")
+    bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    bench.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sources.detect import detect_format, reader_for
+
+    if args.model and not args.label:
+        print("streamfeed bench: --model needs --label, the label column", file=sys.stderr)
+        return 2
+    source_format = args.format or detect_format(args.path)
+    dataset = reader_for(source_format)(args.path)
+    if not args.no_shuffle:
+        dataset = dataset.shuffle(seed=args.shuffle_seed)
+    dataset = dataset.batch(args.batch_size).with_options(memory_limit=args.memory_limit, read_threads=args.read_threads)
+    model = features = None
+    if args.model == "demo":
+        choose_keras_backend()
+        features = [name for name in dataset.source.column_names if name != args.label and name not in ("id", "index")]
+        model = demo_model(len(features))
+    from ..diagnostics import bench
+
+    report = bench(
+        dataset,
+        seconds=args.seconds,
+        max_batches=args.max_batches,
+        model=model,
+        label=args.label,
+        features=features,
+        progress=not args.quiet and not args.json and sys.stderr.isatty(),
+    )
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        from rich.console import Console
+
+        (Console() if sys.stdout.isatty() else Console(width=130)).print(report.render())
+    return 0
+
+
+def demo_model(features: int):
+    """The demo's model: Dense(16, relu) → Dense(1), Adam, MSE (id columns are not features)."""
+    import keras
+
+    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    return model

@@ -1,0 +1,333 @@
+"""The pipeline doctor: run a pipeline briefly, measure every stage, name the slow one.
+
+:func:`bench` runs ``dataset`` with stage metrics on (``runtime/metrics.py``)
+for a bounded time or number of batches — alone, or feeding a real
+``model.fit`` step loop with an :class:`InputStallMonitor` attached — and
+returns a :class:`BenchReport`: throughput, per-stage time and utilisation,
+queue occupancy, peak RSS against the memory limit, and a verdict with
+advice drawn from those numbers.
+
+How the verdict is reached. Each side of the pipeline needs a certain
+time for what was delivered: the read pool (``read`` + per-fragment ops,
+divided by its threads, since they run in parallel), the producer thread
+(window assembly, batching, per-batch ops, one after another) and, with a
+model, the training step (wall time minus the time it waited for input).
+The side needing the most time sets the pace; within it the largest
+component is named. With a model, a small input-wait share means the
+model is the limit and the data waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .core import chunk_len
+from .runtime.metrics import StageMetrics
+
+logger = logging.getLogger("streamfeed")
+MODEL_BOUND_WAIT_SHARE = 0.2  # below this share of step time waiting, the model sets the pace
+IO_BOUND_CPU_RATIO = 0.5  # reads using less CPU than this share of their wall time wait on I/O
+CORES_BUSY = 0.6  # above this share of all cores used by the process, reads wait for CPU rather than I/O
+SMALL_FRAGMENT_ROWS = 16_384
+MIB = 2**20
+
+
+@dataclass
+class BenchReport:
+    """What :func:`bench` measured and concluded; ``to_dict()`` for JSON."""
+
+    seconds: float  # the measured run: the pipeline's, or training's with a model
+    pipeline_seconds: float  # since the pipeline started: what stage times are shares of
+    batches: int
+    rows: int
+    read_bytes: int
+    rows_per_second: float
+    mb_per_second: float
+    batches_per_second: float
+    read_threads: int
+    cpu_count: int
+    stages: dict[str, dict[str, float]]
+    ops: list[dict[str, Any]]
+    utilisation: dict[str, float]
+    queues: dict[str, dict[str, float]]
+    layout: dict[str, Any]
+    peak_rss_bytes: int
+    memory_limit_bytes: int
+    bottleneck: str
+    verdict: str
+    advice: list[str] = field(default_factory=list)
+    model: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> Any:
+        """A rich renderable: throughput, a stage table, queues, memory and the verdict."""
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        head = Text.assemble(
+            ("streamfeed bench", "bold"),
+            f"  {self.batches:,} batches, {self.rows:,} rows in {self.seconds:,.1f} s: "
+            f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s, {self.batches_per_second:,.1f} batches/s",
+        )
+        table = Table(title=f"stages ({self.read_threads} read threads, {self.cpu_count} cores)", title_justify="left")
+        for column in ("stage", "thread", "seconds", "share of wall", "calls", "ms/call"):
+            table.add_column(column, justify="left" if column in ("stage", "thread") else "right")
+        threads = {"read": "read pool", "fragment_ops": "read pool", "read_wait": "producer", "assemble": "producer",
+                   "batch": "producer", "batch_ops": "producer", "put_wait": "producer", "wait": "consumer"}
+        for name, stage in self.stages.items():
+            if not stage["calls"]:
+                continue
+            share = stage["seconds"] / (self.pipeline_seconds * (self.read_threads if threads[name] == "read pool" else 1) or 1)
+            table.add_row(_STAGE_LABELS[name], threads[name], f"{stage['seconds']:.2f}", f"{share:.0%}", f"{stage['calls']:,}",
+                          f"{1000 * stage['seconds'] / stage['calls']:.2f}")
+            for op in self.ops:
+                if op["stage"] == name:
+                    table.add_row(f"  {_op_label(op['op'])}", "", f"{op['seconds']:.2f}", "", f"{op['calls']:,}",
+                                  f"{1000 * op['seconds'] / max(1, op['calls']):.2f}")
+        util = self.utilisation
+        lines = [
+            f"utilisation: read pool {util['read_pool']:.0%}, producer thread {util['producer']:.0%}, "
+            f"consumer waiting {util['consumer_waiting']:.0%}",
+            "queues: " + ", ".join(f"{name} mean {q['mean']:.1f} peak {q['peak']}" for name, q in self.queues.items()),
+            f"memory: peak RSS {self.peak_rss_bytes / MIB:,.0f} MiB (whole process) vs memory_limit "
+            f"{self.memory_limit_bytes / MIB:,.0f} MiB for the pipeline's buffers "
+            f"(estimated {self.layout.get('estimated_bytes', 0) / MIB:,.0f} MiB)",
+        ]
+        if self.model is not None:
+            lines.append(
+                f"model: {self.model['steps']:.0f} steps, waited for input {self.model['input_wait_share']:.0%} of step time, "
+                f"{self.model['rows_per_second']:,.0f} rows/s"
+            )
+        verdict = Text.assemble(("verdict: ", "bold"), (self.verdict, "bold yellow"))
+        advice = [Text(f"  - {line}") for line in self.advice]
+        return Group(head, table, *[Text(line) for line in lines], verdict, *advice)
+
+
+_STAGE_LABELS = {
+    "read": "read + decode", "fragment_ops": "per-fragment ops", "read_wait": "waiting for reads",
+    "assemble": "window assembly/shuffle", "batch": "batching", "batch_ops": "per-batch ops",
+    "put_wait": "blocked on full queue", "wait": "hand-off wait",
+}
+
+
+def _op_label(name: str) -> str:
+    return "Keras packing" if name == "pack_for_keras" else f"op {name!r}"
+
+
+def bench(
+    dataset: Any,
+    *,
+    seconds: float = 10.0,
+    max_batches: int | None = None,
+    model: Any = None,
+    label: str | None = None,
+    features: list[str] | None = None,
+    callbacks: list[Any] = (),
+    progress: bool = False,
+) -> BenchReport:
+    """Runs ``dataset`` for about ``seconds`` (or ``max_batches``) and diagnoses it.
+
+    With ``model`` (a compiled Keras model) and ``label`` (and optionally
+    ``features``, default all other columns; extra Keras ``callbacks``), the batches feed
+    ``model.fit`` (after a two-step warm-up that compiles the step) with an
+    :class:`~streamfeed.keras.InputStallMonitor`; otherwise they are taken
+    off the queue as fast as possible, so the pipeline's own ceiling is measured.
+    """
+    if seconds <= 0 and not max_batches:
+        raise ValueError("bench needs seconds > 0 or max_batches")
+    metrics = StageMetrics()
+    with _Progress(progress, seconds, max_batches) as bar:
+        if model is None:
+            batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, bar), None)
+        else:
+            if label is None:
+                raise ValueError("bench(model=...) needs label=, the label column")
+            batches, rows, model_stats = _fit(dataset, metrics, model, label, features, list(callbacks), seconds, max_batches, bar)
+    return _report(dataset, metrics.snapshot(), batches, rows, model_stats)
+
+
+def _drain(dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int | None, bar: "_Progress") -> tuple[int, int]:
+    batches = rows = epoch = 0
+    deadline = time.perf_counter() + seconds if seconds > 0 else float("inf")
+    while True:
+        with dataset.iter_epoch(epoch, metrics=metrics) as stream:
+            for batch in stream:
+                batches, rows = batches + 1, rows + chunk_len(batch)
+                bar.advance(batches)
+                if (max_batches and batches >= max_batches) or time.perf_counter() >= deadline:
+                    return batches, rows
+        if batches == 0:
+            return 0, 0
+        epoch += 1
+
+
+def _fit(dataset: Any, metrics: StageMetrics, model: Any, label: str, features: list[str] | None, callbacks: list[Any], seconds: float, max_batches: int | None, bar: "_Progress"):
+    import keras
+
+    from .keras.monitor import InputStallMonitor
+
+    train = dataset.to_keras(label=label, features=features, model=model)
+    with train:
+        warm = min(2, len(train))
+        model.fit(train, epochs=1, steps_per_epoch=warm, verbose=0)  # traces/compiles the step
+        train.close()
+        train.dataset = train.dataset.with_options(metrics=metrics)
+        monitor = InputStallMonitor(train, warn_above=1.0)
+        steps = min(max_batches or len(train), len(train))
+        epochs = -(-max_batches // steps) if max_batches else 1_000_000  # bounded by the deadline
+        deadline = time.perf_counter() + seconds if seconds > 0 else float("inf")
+        done = [0]
+
+        class Bounded(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+                done[0] += 1
+                bar.advance(done[0])
+                if time.perf_counter() >= deadline or (max_batches and done[0] >= max_batches):
+                    self.model.stop_training = True
+
+        model.fit(train, epochs=epochs, steps_per_epoch=steps, verbose=0, callbacks=[monitor, Bounded(), *callbacks])
+    epochs_run = monitor.history
+    wall = sum(epoch["epoch_seconds"] for epoch in epochs_run)
+    wait = sum(epoch["input_wait_seconds"] for epoch in epochs_run)
+    steps_done = int(sum(epoch["steps"] for epoch in epochs_run))
+    rows = steps_done * (dataset.batch_size or 0)
+    stats = {
+        "epochs": float(len(epochs_run)), "steps": float(steps_done), "seconds": wall, "input_wait_seconds": wait,
+        "input_wait_share": wait / wall if wall else 0.0, "steps_per_second": steps_done / wall if wall else 0.0,
+        "rows_per_second": rows / wall if wall else 0.0,
+    }
+    return steps_done, rows, stats
+
+
+def _report(dataset: Any, snap: dict[str, Any], batches: int, rows: int, model_stats: dict | None) -> BenchReport:
+    # with a model, throughput is training's (fit's epochs); stage shares stay relative to the pipeline's wall
+    wall = max(model_stats["seconds"] if model_stats else snap["wall_seconds"], 1e-9)
+    stages, threads = snap["stages"], int(snap["layout"].get("read_threads", 1))
+    cores = os.cpu_count() or 1
+    read_bytes = int(stages["read"]["bytes"])
+    bottleneck, verdict, advice = _verdict(dataset, snap, threads, cores, model_stats)
+    return BenchReport(
+        seconds=wall, pipeline_seconds=snap["wall_seconds"], batches=batches, rows=rows, read_bytes=read_bytes,
+        rows_per_second=rows / wall, mb_per_second=read_bytes / max(snap["wall_seconds"], 1e-9) / 1e6, batches_per_second=batches / wall,
+        read_threads=threads, cpu_count=cores, stages=stages, ops=snap["ops"], utilisation=snap["utilisation"],
+        queues=snap["queues"], layout=snap["layout"], peak_rss_bytes=int(snap["peak_rss_bytes"]),
+        memory_limit_bytes=int(snap["memory_limit_bytes"] or 0), bottleneck=bottleneck, verdict=verdict,
+        advice=advice, model=model_stats,
+    )
+
+
+def _verdict(dataset: Any, snap: dict, threads: int, cores: int, model_stats: dict | None) -> tuple[str, str, list[str]]:
+    stages, ops, wall = snap["stages"], snap["ops"], max(snap["wall_seconds"], 1e-9)
+    seconds = {name: stages[name]["seconds"] for name in stages}
+    pool = (seconds["read"] + seconds["fragment_ops"]) / threads
+    producer = seconds["assemble"] + seconds["batch"] + seconds["batch_ops"]
+    advice: list[str] = []
+    if snap["peak_rss_bytes"] > (snap["memory_limit_bytes"] or float("inf")):
+        advice.append(f"peak RSS {snap['peak_rss_bytes'] / MIB:,.0f} MiB exceeds memory_limit "
+                      f"{snap['memory_limit_bytes'] / MIB:,.0f} MiB (RSS includes Python, the framework and the model)")
+    if model_stats is not None and model_stats["input_wait_share"] < MODEL_BOUND_WAIT_SHARE:
+        capacity = model_stats["rows_per_second"] * wall / max(pool, producer, 1e-9) if max(pool, producer) else float("inf")
+        advice.insert(0, f"training waited for input only {model_stats['input_wait_share']:.0%} of step time; the pipeline "
+                         f"was busy {max(pool, producer) / wall:.0%} of the time (could deliver ~{capacity:,.0f} rows/s): "
+                         "a faster input pipeline would not speed training up")
+        return "model", "the model is the limit — data waits", advice
+    if pool >= producer:
+        fragment_ops = [op for op in ops if op["stage"] == "fragment_ops"]
+        slowest = fragment_ops[0] if fragment_ops else None
+        if slowest is not None and slowest["seconds"] > seconds["read"]:
+            name = _op_label(slowest["op"])
+            advice.insert(0, f"{name} takes {slowest['seconds'] / (seconds['read'] + seconds['fragment_ops']):.0%} of read-pool "
+                             f"time ({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per fragment); make it "
+                             "cheaper (vectorised NumPy), it already runs in parallel in the read threads")
+            if threads < cores:
+                advice.append(f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores)")
+            return f"fragment_op:{slowest['op']}", f"per-fragment {name} is the limit", advice
+        return "read", *_read_verdict(dataset, stages["read"], snap, threads, cores, advice)
+    parts = {"assemble": seconds["assemble"], "batch": seconds["batch"], "batch_ops": seconds["batch_ops"]}
+    stage = max(parts, key=parts.get)
+    if stage == "batch_ops":
+        slowest = next(op for op in ops if op["stage"] == "batch_ops")
+        name = _op_label(slowest["op"])
+        advice.insert(0, f"{name} after batch() takes {slowest['seconds'] / wall:.0%} of the producer thread "
+                         f"({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per batch); move it before batch() "
+                         f"so it runs per fragment in the {threads} read threads, or make it cheaper")
+        return f"batch_op:{slowest['op']}", f"per-batch {name} is the limit", advice
+    if stage == "assemble":
+        advice.insert(0, f"window assembly and the shuffle gather take {parts['assemble'] / wall:.0%} of the producer thread: "
+                         "read fewer or narrower columns, or a smaller shuffle window (shuffle(window=...))")
+        return "assemble", "window assembly / shuffle gather is the limit", advice
+    advice.insert(0, f"batching takes {parts['batch'] / wall:.0%} of the producer thread: larger batches copy less per row")
+    return "batch", "batching is the limit", advice
+
+
+def _read_verdict(dataset: Any, read: dict, snap: dict, threads: int, cores: int, advice: list[str]) -> tuple[str, list[str]]:
+    wall = max(snap["wall_seconds"], 1e-9)
+    mb_per_second = read["bytes"] / wall / 1e6
+    cpu_ratio = read["cpu_seconds"] / read["seconds"] if read["seconds"] else 1.0
+    rows_per_fragment = read["rows"] / max(1, read["calls"])
+    source_format = _source_format(dataset)
+    # A read thread off the CPU waits on I/O, or on a core (busy with other threads): only when the
+    # process leaves cores idle is a low CPU share of read time taken as waiting for the disk.
+    cores_busy = snap.get("process_cpu_seconds", 0.0) / (wall * cores)
+    if cpu_ratio < IO_BOUND_CPU_RATIO and cores_busy < CORES_BUSY:
+        advice.insert(0, f"reads spent {1 - cpu_ratio:.0%} of their time waiting on I/O: the disk is the limit at "
+                         f"{mb_per_second:,.1f} MB/s (decoded)")
+        advice.append(f"on network storage more read threads overlap more requests: with_options(read_threads={2 * threads})")
+        return f"the disk is the limit at {mb_per_second:,.1f} MB/s", advice
+    if threads < cores and snap["utilisation"]["read_pool"] > 0.7:
+        advice.append(f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores, "
+                      f"{snap['utilisation']['read_pool']:.0%} busy)")
+    if rows_per_fragment < SMALL_FRAGMENT_ROWS and read["calls"] >= 8 and source_format != "images":
+        advice.append(f"fragments are small ({rows_per_fragment:,.0f} rows, {1000 * read['seconds'] / read['calls']:.1f} ms each): "
+                      "per-fragment overhead dominates; write larger row groups or `streamfeed convert` to Parquet shards")
+    if source_format == "images":
+        advice.append("decode at reduced size: read_images(size=...) smaller (JPEGs are downscaled in the DCT domain), "
+                      "or convert once to pre-resized shards")
+    elif source_format in ("csv", "tfrecord"):
+        advice.append(f"{source_format} decoding is CPU work: `streamfeed convert` to Parquet once reads much faster")
+    if not advice:
+        advice.append("project fewer columns (columns=...) or use more cores")
+    return f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, CPU-bound: {cores_busy:.0%} of {cores} cores busy)", advice
+
+
+def _source_format(dataset: Any) -> str | None:
+    try:
+        return dataset.source.fingerprint().get("format")
+    except Exception:  # a custom source without a format: no format-specific advice
+        return None
+
+
+class _Progress:
+    """A rich progress bar over batches (or time), or nothing."""
+
+    def __init__(self, enabled: bool, seconds: float, max_batches: int | None) -> None:
+        self.enabled, self.total = enabled, max_batches
+        self._bar = self._task = None
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))
+            self._bar.start()
+            self._task = self._bar.add_task("bench", total=self.total, rate="")
+            self._started = time.perf_counter()
+        return self
+
+    def advance(self, done: int) -> None:
+        if self._bar is not None:
+            rate = done / max(time.perf_counter() - self._started, 1e-9)
+            self._bar.update(self._task, completed=done, rate=f"{rate:,.1f} batches/s")
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

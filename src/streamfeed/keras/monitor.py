@@ -1,0 +1,113 @@
+"""A Keras callback that tells, per epoch, whether training waited for data.
+
+How the wait is measured, and why this way on every backend: in Keras 3
+the next batch is fetched *inside* the train step (``train_function(iterator)``
+calls ``next`` on JAX, PyTorch and TensorFlow alike), so the gap between
+``on_train_batch_end`` and the next ``on_train_batch_begin`` never contains
+the wait. What does is the time :class:`~streamfeed.keras.KerasDataset`'s
+``__getitem__`` spends blocked on the pipeline's prefetch queue
+(``KerasDataset.input_wait_seconds``):
+
+- JAX and PyTorch call ``__getitem__`` on the training thread, so this is
+  exactly the time training waited;
+- TensorFlow calls it from a tf.data thread that prefetches a few batches.
+  When the pipeline is the bottleneck that thread blocks on our queue as
+  long as training blocks on tf.data (the slower producer sets the pace);
+  when the model is the bottleneck our queue is full and the wait is ~0.
+  It is an estimate, honest in both regimes, off only while tf.data's own
+  small buffer fills or drains.
+
+Compute time is the epoch's wall time minus the wait. Without a
+``dataset`` the monitor can only report step times and throughput. Its
+cost is a few clock reads per batch: cheap enough to leave on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import keras
+
+logger = logging.getLogger("streamfeed")
+
+
+class InputStallMonitor(keras.callbacks.Callback):
+    """Logs, per epoch, the share of training time spent waiting for input.
+
+    Args:
+        dataset: the :class:`~streamfeed.keras.KerasDataset` given to ``fit``.
+        warn_above: wait share above which the input pipeline is called the
+            bottleneck (a ``logging.WARNING`` pointing to ``streamfeed bench``).
+
+    Adds to the epoch's ``logs`` (so to ``History``): ``input_wait_share``,
+    ``input_wait_seconds``, ``steps_per_second`` and, when the batch size is
+    known, ``rows_per_second``. ``history`` keeps one dict per epoch.
+    """
+
+    def __init__(self, dataset: Any = None, *, warn_above: float = 0.3) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.warn_above = float(warn_above)
+        self.history: list[dict[str, float]] = []
+        self._epoch_started = 0.0
+        self._wait_at_start = 0.0
+        self._steps = 0
+        self._step_seconds = 0.0
+        self._batch_started: float | None = None
+
+    def _wait_total(self) -> float:
+        return float(getattr(self.dataset, "input_wait_seconds", 0.0)) if self.dataset is not None else 0.0
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._steps, self._step_seconds, self._batch_started = 0, 0.0, None
+        self._wait_at_start = self._wait_total()
+        self._epoch_started = time.perf_counter()
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._batch_started = time.perf_counter()
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self._batch_started is not None:
+            self._step_seconds += time.perf_counter() - self._batch_started
+            self._batch_started = None
+        self._steps += 1
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        wall = max(time.perf_counter() - self._epoch_started, 1e-9)
+        wait = max(0.0, self._wait_total() - self._wait_at_start) if self.dataset is not None else float("nan")
+        stats = {
+            "input_wait_seconds": wait,
+            "input_wait_share": min(1.0, wait / wall) if self.dataset is not None else float("nan"),
+            "compute_seconds": wall - wait if self.dataset is not None else self._step_seconds,
+            "epoch_seconds": wall,
+            "steps": float(self._steps),
+            "steps_per_second": self._steps / wall,
+        }
+        batch_size = getattr(getattr(self.dataset, "dataset", None), "batch_size", None)
+        if batch_size:
+            stats["rows_per_second"] = self._steps * batch_size / wall
+        self.history.append(stats)
+        if logs is not None:
+            logs.update({key: stats[key] for key in ("input_wait_share", "steps_per_second", "rows_per_second") if key in stats})
+        self._report(epoch, stats)
+
+    def _report(self, epoch: int, stats: dict[str, float]) -> None:
+        share = stats["input_wait_share"]
+        rate = f"{stats['rows_per_second']:,.0f} rows/s" if "rows_per_second" in stats else f"{stats['steps_per_second']:,.1f} steps/s"
+        if self.dataset is None:
+            logger.info("epoch %d: %d steps, %s (pass dataset= to measure the input wait)", epoch, stats["steps"], rate)
+            return
+        logger.info(
+            "epoch %d: waited %.1f%% of %.1f s for input (%.2f s), %s", epoch, 100 * share, stats["epoch_seconds"], stats["input_wait_seconds"], rate
+        )
+        if share > self.warn_above:
+            logger.warning(
+                "epoch %d: training waited for input %.0f%% of the time (%.1f of %.1f s): the input pipeline is the "
+                "bottleneck; run `streamfeed bench PATH` to find the slow stage",
+                epoch,
+                100 * share,
+                stats["input_wait_seconds"],
+                stats["epoch_seconds"],
+            )
