@@ -146,24 +146,50 @@ def test_a_rewritten_file_makes_the_stats_stale(tmp_path):
 def test_the_result_does_not_depend_on_the_thread_count(tmp_path):
     rng = np.random.default_rng(5)
     n = 3000
-    table = pa.table({"a": rng.standard_normal(n) * 1e6 + 1e9, "b": rng.integers(0, 50, n), "s": [f"k{i}" for i in rng.integers(0, 30, n)]})
+    a = rng.standard_normal(n) * 1e6 + 1e9
+    table = pa.table({"a": a, "b": rng.integers(0, 50, n), "s": [f"k{i}" for i in rng.integers(0, 30, n)]})
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=111)
-    dataset = sf.read_parquet(tmp_path / "t.parquet")
-    one = compute_stats(dataset, threads=1, categorical=["b"], max_vocabulary=20).to_dict()
-    four = compute_stats(dataset, threads=4, categorical=["b"], max_vocabulary=20).to_dict()
-    # DataSketches seeds its KLL compaction coin itself: only the sketch bytes may differ
-    assert one["columns"]["a"]["kll"] and four["columns"]["a"]["kll"]
-    for name in ("a", "b", "s"):
-        one["columns"][name].pop("kll"), four["columns"][name].pop("kll")
-    assert json.dumps(one, sort_keys=True) == json.dumps(four, sort_keys=True)
+    dataset = sf.read_parquet(tmp_path / "t.parquet").map(lambda c: {**c, "a": np.where(c["b"] == 7, np.nan, c["a"])})
+    # a sample smaller than the data, so the position-hashed selection matters
+    runs = [compute_stats(dataset, threads=t, categorical=["b"], max_vocabulary=20, quantile_sample=500).to_dict() for t in (1, 2, 4)]
+    assert runs[0]["columns"]["a"]["quantile_points"] and runs[0]["columns"]["a"]["quantile_sample_size"] == 500
+    texts = [json.dumps(run, sort_keys=True) for run in runs]
+    assert texts[0] == texts[1] == texts[2]  # everything, quantiles included
 
 
-def test_quantiles_agree_between_thread_counts_within_the_bound(tmp_path):
+def test_quantiles_are_identical_between_thread_counts_and_within_the_bound(tmp_path):
     values = np.random.default_rng(2).standard_normal(60_000)
-    pq.write_table(pa.table({"a": values}), tmp_path / "q.parquet", row_group_size=4000)
-    dataset = sf.read_parquet(tmp_path / "q.parquet")
-    one, four = compute_stats(dataset, threads=1)["a"], compute_stats(dataset, threads=4)["a"]
-    ordered = np.sort(values)
-    for q in (0.01, 0.25, 0.5, 0.75, 0.99):
-        ranks = [np.searchsorted(ordered, c.quantile(q)) / values.size for c in (one, four)]
-        assert abs(ranks[0] - ranks[1]) <= 2 * one.quantile_rank_error
+    pq.write_table(pa.table({"a": values, "i": np.arange(values.size)}), tmp_path / "q.parquet", row_group_size=4000)
+    dataset = sf.read_parquet(tmp_path / "q.parquet").map(lambda c: {**c, "a": np.where(c["i"] % 97 == 0, np.nan, c["a"])})
+    values = np.where(np.arange(values.size) % 97 == 0, np.nan, values)
+    one, four = (compute_stats(dataset, threads=t, quantile_sample=5000)["a"] for t in (1, 4))
+    assert one.quantiles(100) == four.quantiles(100)
+    finite = np.sort(values[~np.isnan(values)])
+    bound = one.quantile_rank_error
+    assert one.quantile_sample_size == 5000 and 0.02 < bound < 0.03  # DKW at n=5000, 99 %
+    for q in np.linspace(0, 1, 101):
+        value = one.quantile(float(q))
+        low = np.searchsorted(finite, value, side="left") / finite.size
+        high = np.searchsorted(finite, value, side="right") / finite.size
+        assert low - bound <= q <= high + bound, (q, value, low, high)
+
+
+def test_kll_quantiles_and_distinct_options(tmp_path):
+    values = np.random.default_rng(4).standard_normal(20_000)
+    pq.write_table(pa.table({"a": values, "i": np.arange(20_000) % 777}), tmp_path / "o.parquet", row_group_size=3000)
+    dataset = sf.read_parquet(tmp_path / "o.parquet")
+    default = compute_stats(dataset)
+    assert default["a"].distinct is None and abs(default["i"].distinct - 777) < 0.1 * 777  # floats: opt-in
+    # the sample is the whole column: only the stored 1024-point grid's error remains
+    assert default["a"].quantile_rank_error == pytest.approx(1 / 2048 + 1 / 20_000)
+    assert default["a"].quantile(0.5) == np.sort(values)[10_000] and default["a"].quantile(0.25) == np.sort(values)[5_000]
+    everything = compute_stats(dataset, distinct="all", quantiles="kll")
+    assert abs(everything["a"].distinct - 20_000) < 0.1 * 20_000
+    assert everything["a"].kll and everything["a"].quantile_method == "kll"
+    assert abs(np.searchsorted(np.sort(values), everything["a"].quantile(0.5)) / 20_000 - 0.5) <= everything["a"].quantile_rank_error
+    bare = compute_stats(dataset, quantiles="none", distinct="none")
+    assert bare["i"].distinct is None and bare["a"].mean == default["a"].mean
+    with pytest.raises(ValueError, match="no quantile summary"):
+        bare["a"].quantile(0.5)
+    with pytest.raises(ValueError, match="quantiles must be"):
+        compute_stats(dataset, quantiles="tdigest")

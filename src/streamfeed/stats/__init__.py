@@ -6,8 +6,11 @@
     stats = Stats.load("stats.json"); stats.check_source(dataset)
     stats["f0"].mean, stats["f0"].quantiles(10), stats["city"].vocabulary
 
-Needs the ``datasketches`` package (pip extra ``stats``) for quantile,
-frequent-items and HLL sketches.
+Quantiles come from a deterministic position-hashed sample (identical for
+any thread count; rank error in ``quantile_rank_error``); the
+``datasketches`` package (pip extra ``stats``) is needed for vocabularies
+past ``max_vocabulary`` (frequent-items and HLL sketches) and for the
+opt-in ``quantiles="kll"``.
 """
 
 from .compute import compute_stats

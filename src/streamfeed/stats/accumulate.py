@@ -14,10 +14,26 @@ from typing import Any, Literal
 import numpy as np
 
 from .moments import Moments, merge_max, merge_min, min_max
-from .sketches import hll_estimate, hll_registers, kll_kind, kll_rank_error, kll_to_text, new_kll, update_kll
+from .sketches import (
+    QUANTILE_SAMPLE,
+    PositionSampler,
+    QuantileSample,
+    hll_estimate,
+    hll_registers,
+    kll_kind,
+    kll_rank_error,
+    kll_to_text,
+    new_kll,
+    points_to_text,
+    quantile_points,
+    sample_rank_error,
+    update_kll,
+)
 from .vocabulary import Vocabulary, count_values
 
 Kind = Literal["numeric", "categorical", "image"]
+QUANTILE_METHODS = ("sample", "kll", "none")
+DISTINCT_MODES = ("categorical", "all", "none")
 
 
 def column_kind(name: str, values: np.ndarray, categorical: set[str]) -> Kind:
@@ -50,9 +66,21 @@ def _nulls(values: np.ndarray) -> tuple[np.ndarray, int]:
 class ColumnAccumulator:
     """Everything known about one column after some fragments."""
 
-    def __init__(self, name: str, kind: Kind, dtype: str, *, max_vocabulary: int, quantile_k: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: Kind,
+        dtype: str,
+        *,
+        max_vocabulary: int,
+        quantile_k: int = 200,
+        quantiles: str = "sample",
+        quantile_sample: int = QUANTILE_SAMPLE,
+        distinct: str = "categorical",
+    ) -> None:
         self.name, self.kind, self.dtype = name, kind, dtype
         self.max_vocabulary, self.quantile_k = max_vocabulary, quantile_k
+        self.quantile_method, self.distinct_mode = quantiles, distinct
         self.nulls = 0
         self.nans = 0
         self.moments = Moments()
@@ -60,11 +88,16 @@ class ColumnAccumulator:
         self.min: Any = None
         self.max: Any = None
         self.kll = None
+        self.sample: QuantileSample | None = None
+        self.quantile_sample = int(quantile_sample)
+        self._adds = 0  # fragment keys when add() is called without a sampler
         self.registers: np.ndarray | None = None
         self.vocabulary: Vocabulary | None = None
 
     # ---------------------------------------------------------------- update
-    def add(self, values: np.ndarray) -> None:
+    def add(self, values: np.ndarray, sampler: PositionSampler | None = None) -> None:
+        """Adds one fragment's ``values``; ``sampler`` keys their positions for the quantile sample
+        (default: a private fragment counter, unique only within this accumulator)."""
         values, nulls = _nulls(values)
         self.nulls += nulls
         if self.kind == "categorical":
@@ -74,12 +107,16 @@ class ColumnAccumulator:
         values = np.asarray(values)
         if values.dtype.kind == "O":
             values = values.astype(np.float64)
+        raw = values
+        nan = None
         if values.dtype.kind in "fc":
             nan = np.isnan(values)
             count = int(np.count_nonzero(nan))
             if count:
                 self.nans += count
                 values = values[~nan] if self.kind == "numeric" else values
+            else:
+                nan = None
         if self.kind == "image":
             self._add_image(values)
             return
@@ -87,10 +124,18 @@ class ColumnAccumulator:
         self.moments = self.moments.merge(Moments.of(flat))
         low, high = min_max(flat)
         self.min, self.max = merge_min(self.min, low), merge_max(self.max, high)
-        self.kll = self.kll if self.kll is not None else new_kll(flat.dtype, self.quantile_k)
-        update_kll(self.kll, flat)
-        registers = hll_registers(flat)
-        self.registers = registers if self.registers is None else np.maximum(self.registers, registers)
+        if self.quantile_method == "sample":
+            if sampler is None:
+                sampler = PositionSampler(self._adds, self.quantile_sample)
+                self._adds += 1
+            self.sample = self.sample or QuantileSample(self.quantile_sample)
+            self.sample.add_values(raw.reshape(-1), sampler, None if nan is None else nan.reshape(-1))
+        elif self.quantile_method == "kll":
+            self.kll = self.kll if self.kll is not None else new_kll(flat.dtype, self.quantile_k)
+            update_kll(self.kll, flat)
+        if self.distinct_mode == "all" or (self.distinct_mode == "categorical" and flat.dtype.kind in "iub"):
+            registers = hll_registers(flat)
+            self.registers = registers if self.registers is None else np.maximum(self.registers, registers)
 
     def _add_image(self, values: np.ndarray) -> None:
         pixels = values.reshape(-1, values.shape[-1])
@@ -103,8 +148,8 @@ class ColumnAccumulator:
         self.min, self.max = merge_min(self.min, low), merge_max(self.max, high)
 
     # ----------------------------------------------------------------- merge
-    def merge(self, other: "ColumnAccumulator") -> None:
-        """Adds ``other`` (a later fragment's summary) into this one."""
+    def merge(self, other: "ColumnAccumulator", cache: dict | None = None) -> None:
+        """Adds ``other`` (a later fragment's summary) into this one; ``cache``: see QuantileSample."""
         self.nulls += other.nulls
         self.nans += other.nans
         self.moments = self.moments.merge(other.moments)
@@ -114,6 +159,10 @@ class ColumnAccumulator:
             if self.kll is None:
                 self.kll = new_kll(np.float32 if kll_kind(other.kll) == "floats" else np.float64, self.quantile_k)
             self.kll.merge(other.kll)
+        if other.sample is not None:
+            if self.sample is None:
+                self.sample = QuantileSample(other.sample.capacity)
+            self.sample.merge(other.sample, cache)
         if other.registers is not None:
             self.registers = other.registers if self.registers is None else np.maximum(self.registers, other.registers)
         if other.vocabulary is not None:
@@ -132,6 +181,7 @@ class ColumnAccumulator:
             "vocabulary": None, "vocabulary_exact": None, "oov_count": None, "value_type": None,
             "channel_mean": None, "channel_std": None, "image_sizes": None, "image_modes": None,
             "kll": None, "kll_kind": None,
+            "quantile_method": None, "quantile_points": None, "quantile_sample_size": None,
         }
         if self.kind == "categorical":
             vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
@@ -152,8 +202,15 @@ class ColumnAccumulator:
             return record
         if self.moments.count:
             record.update(mean=float(self.moments.mean), variance=float(self.moments.variance))
+        if self.sample is not None and self.moments.count:
+            ordered = self.sample.sorted_values()
+            if ordered.size:
+                record.update(
+                    quantile_points=points_to_text(quantile_points(ordered)), quantile_sample_size=int(ordered.size),
+                    quantile_method="sample", quantile_rank_error=sample_rank_error(ordered.size, self.moments.count),
+                )
         if self.kll is not None and not self.kll.is_empty():
-            record.update(kll=kll_to_text(self.kll), kll_kind=kll_kind(self.kll), quantile_rank_error=kll_rank_error(self.kll.k))
+            record.update(kll=kll_to_text(self.kll), kll_kind=kll_kind(self.kll), quantile_method="kll", quantile_rank_error=kll_rank_error(self.kll.k))
         if self.registers is not None:
             record["distinct"] = float(min(hll_estimate(self.registers), self.moments.count))
         return record

@@ -5,8 +5,16 @@ per-fragment ops and error policy) and each is summarised in its thread;
 the summaries are merged in fragment order on the calling thread. At most
 ``2 * threads`` fragments are in flight, so memory does not grow with the
 dataset. Because merges happen in a fixed order, every statistic is
-bit-identical whatever ``threads`` is — except KLL quantiles, which
-DataSketches randomises (see ``sketches.py``); they stay within the bound.
+bit-identical whatever ``threads`` is, quantiles included: they come from
+a sample selected by hashing value positions (fragment index, index in
+the fragment), whose content does not depend on timing (see
+``sketches.py``). Only the opt-in ``quantiles="kll"`` is randomised by
+DataSketches (within its bound).
+
+Cost per value: moments, min/max and NaN counts ~1.5 ns (vectorised, in
+the read threads); the quantile sample one shared hash per row plus a
+gather of the kept values; HLL distinct counts ~35 ns, hence only on
+integer columns by default (``distinct=``).
 
 Shuffle, batch and shard settings of the dataset are ignored: statistics
 describe every row of the source after its per-fragment ``map``/``filter``.
@@ -25,9 +33,10 @@ import numpy as np
 from ..core import chunk_len
 from ..errors import describe
 from ..runtime.reader import read_fragment
-from .accumulate import ColumnAccumulator, column_kind, dtype_name
+from .accumulate import DISTINCT_MODES, QUANTILE_METHODS, ColumnAccumulator, column_kind, dtype_name
 from .io import source_record
 from .result import ColumnStats, Stats
+from .sketches import NO_THRESHOLD, QUANTILE_SAMPLE, PositionSampler
 from .vocabulary import count_values, value_type
 
 logger = logging.getLogger("streamfeed")
@@ -42,18 +51,22 @@ class _FragmentSummary:
         self.labels: dict[Any, int] = {}
 
 
-def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict) -> _FragmentSummary:
+def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler | None = None) -> _FragmentSummary:
     summary = _FragmentSummary()
     if chunk is None:
         return summary
     summary.rows = chunk_len(chunk)
+    sampler = sampler or PositionSampler(0, options["quantile_sample"])
     for name in names if names is not None else chunk:
         if name not in chunk:
             raise KeyError(describe(f"No column {name!r} in the data", expected=f"one of {sorted(chunk)}", fix="check columns= and label="))
         values = chunk[name]
         kind = column_kind(name, values, options["categorical"])
-        accumulator = ColumnAccumulator(name, kind, dtype_name(values), max_vocabulary=options["max_vocabulary"], quantile_k=options["quantile_k"])
-        accumulator.add(values)
+        accumulator = ColumnAccumulator(
+            name, kind, dtype_name(values), max_vocabulary=options["max_vocabulary"], quantile_k=options["quantile_k"],
+            quantiles=options["quantiles"], quantile_sample=options["quantile_sample"], distinct=options["distinct"],
+        )
+        accumulator.add(values, sampler)
         summary.columns[name] = accumulator
     label = options["label"]
     if label is not None:
@@ -67,15 +80,19 @@ def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None,
     return summary
 
 
-def _merge(total: _FragmentSummary, part: _FragmentSummary) -> None:
+def _merge(total: _FragmentSummary, part: _FragmentSummary) -> int:
+    """Adds ``part`` into ``total``; returns a key threshold every column's final sample is under."""
     total.rows += part.rows
+    cache: dict = {}  # one sample partition shared by the columns with the same keys
     for name, accumulator in part.columns.items():
         if name in total.columns:
-            total.columns[name].merge(accumulator)
+            total.columns[name].merge(accumulator, cache)
         else:
             total.columns[name] = accumulator
     for value, count in part.labels.items():
         total.labels[value] = total.labels.get(value, 0) + count
+    samples = [a.sample for a in total.columns.values() if a.sample is not None]
+    return int(max(s.threshold for s in samples)) if samples else NO_THRESHOLD
 
 
 def _ordered(pool: concurrent.futures.Executor, work: Callable, items: Sequence, ahead: int) -> Iterable:
@@ -104,6 +121,9 @@ def compute_stats(
     quantile_k: int = 200,
     threads: int | None = None,
     progress: Progress | None = None,
+    quantiles: str = "sample",
+    quantile_sample: int = QUANTILE_SAMPLE,
+    distinct: str = "categorical",
 ) -> Stats:
     """Statistics of every column of ``dataset`` in one streaming pass.
 
@@ -117,28 +137,62 @@ def compute_stats(
             ``label_counts`` (it is also described as a column).
         max_vocabulary: distinct values kept exactly per categorical column;
             beyond it a frequent-items sketch estimates the top values.
-        quantile_k: the KLL sketch size (200: 1.33 % rank error).
+        quantile_k: the KLL sketch size with ``quantiles="kll"`` (200: 1.33 %
+            rank error for one quantile).
         threads: read and summarise threads (default: min(4, CPUs)).
         progress: called with (fragments done, total) after each fragment.
+        quantiles: ``"sample"`` (default): exact quantiles of a deterministic
+            position-hashed sample of ``quantile_sample`` values per column —
+            exact for smaller columns, else within the DKW bound (0.64 % in
+            rank for all quantiles at once, 99 % confidence, at 65 536) plus
+            0.05 % for the stored grid; identical whatever ``threads``.
+            ``"kll"``: a DataSketches KLL sketch of every value (~35 ns a
+            value; randomised by DataSketches, so not bit-reproducible).
+            ``"none"``: no quantiles. The bound is ``quantile_rank_error``.
+        quantile_sample: values kept per column for ``quantiles="sample"``.
+        distinct: which numeric columns get a HyperLogLog distinct count
+            (~1.6 % standard error, ~35 ns a value): ``"categorical"``
+            (default: integer columns; categorical columns always count
+            their vocabulary), ``"all"`` (floats too) or ``"none"``.
     """
+    if quantiles not in QUANTILE_METHODS:
+        raise ValueError(f"quantiles must be one of {QUANTILE_METHODS}, got {quantiles!r}")
+    if distinct not in DISTINCT_MODES:
+        raise ValueError(f"distinct must be one of {DISTINCT_MODES}, got {distinct!r}")
+    if quantile_sample < 1:
+        raise ValueError(f"quantile_sample must be >= 1, got {quantile_sample}")
     fragments = list(dataset.source.fragments)
     threads = max(1, threads or min(4, os.cpu_count() or 1))
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
-    options = {"categorical": set(categorical or ()), "max_vocabulary": int(max_vocabulary), "quantile_k": int(quantile_k), "label": label}
+    options = {
+        "categorical": set(categorical or ()), "max_vocabulary": int(max_vocabulary), "quantile_k": int(quantile_k), "label": label,
+        "quantiles": quantiles, "quantile_sample": int(quantile_sample), "distinct": distinct,
+    }
+    # the best-known key threshold of the merged samples, read by the workers to
+    # pre-filter positions; any value at or above the final one gives the same result
+    state = {"threshold": NO_THRESHOLD}
 
-    def work(fragment: Any) -> _FragmentSummary:
+    def work(item: tuple[int, Any]) -> _FragmentSummary:
+        index, fragment = item
         chunk = read_fragment(fragment, dataset.row_ops, dataset.on_error, dataset.report)
-        return _summarise(chunk, names, options)
+        return _summarise(chunk, names, options, PositionSampler(index, options["quantile_sample"], state["threshold"]))
 
     total = _FragmentSummary()
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-stats") as pool:
-        for done, part in enumerate(_ordered(pool, work, fragments, 2 * threads), 1):
-            _merge(total, part)
+        for done, part in enumerate(_ordered(pool, work, list(enumerate(fragments)), 2 * threads), 1):
+            state["threshold"] = _merge(total, part)
             if progress is not None:
                 progress(done, len(fragments))
-    logger.info("stats: %d rows in %d fragments", total.rows, len(fragments))
-    ordered = names if names is not None else list(total.columns)
-    result_columns = {name: ColumnStats.from_dict(total.columns[name].to_record()) for name in ordered if name in total.columns}
+        logger.info("stats: %d rows in %d fragments", total.rows, len(fragments))
+        ordered = [name for name in (names if names is not None else list(total.columns)) if name in total.columns]
+        cache: dict = {}
+        for name in ordered:
+            if total.columns[name].sample is not None:
+                total.columns[name].sample.compact(cache)
+        del cache
+        # the records sort each column's sample: in the pool (NumPy sorts without the GIL)
+        records = list(pool.map(lambda name: total.columns[name].to_record(), ordered))
+    result_columns = {name: ColumnStats.from_dict(record) for name, record in zip(ordered, records)}
     labels = None
     label_type = None
     if label is not None:

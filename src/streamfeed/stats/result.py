@@ -1,7 +1,10 @@
 """The frozen statistics: :class:`ColumnStats` per column and :class:`Stats`.
 
 Plain data read back from (and written to) versioned JSON. Quantiles are
-answered by the stored KLL sketch, so nothing needs the data again.
+answered from the stored order statistics of a deterministic sample
+(``quantile_points``; see ``sketches.py`` for the bound) or, for files
+computed with ``quantiles="kll"`` (and older files), from the stored KLL
+sketch, so nothing needs the data again.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class ColumnStats:
     image_modes: dict | None = None
     kll: str | None = field(default=None, repr=False)
     kll_kind: str | None = field(default=None, repr=False)
+    quantile_method: str | None = None
+    quantile_points: str | None = field(default=None, repr=False)
+    quantile_sample_size: int | None = None
     _sketch: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -60,7 +66,7 @@ class ColumnStats:
 
     def _kll(self):
         if self.kll is None:
-            raise ValueError(f"column {self.name!r} ({self.kind}) has no quantile sketch: quantiles exist for numeric columns with values")
+            raise ValueError(f"column {self.name!r} ({self.kind}) has no quantile summary: quantiles exist for numeric columns with values (computed with quantiles='sample' or 'kll')")
         if self._sketch is None:
             from .sketches import kll_from_text
 
@@ -68,10 +74,21 @@ class ColumnStats:
         return self._sketch
 
     def quantile(self, q: float) -> float:
-        """The approximate ``q``-quantile (rank error within ``quantile_rank_error``)."""
+        """The approximate ``q``-quantile: a value with a fraction ``q`` of the values below it,
+        within ``quantile_rank_error`` in rank (0 and 1 give the exact min and max)."""
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"q must be in [0, 1], got {q}")
-        return float(self._kll().get_quantile(q))
+        if self.quantile_points is None:
+            return float(self._kll().get_quantile(q))
+        if q == 0.0 and self.min is not None:
+            return float(self.min)
+        if q == 1.0 and self.max is not None:
+            return float(self.max)
+        from .sketches import point_quantile, points_from_text
+
+        if self._sketch is None:
+            self._sketch = points_from_text(self.quantile_points)
+        return point_quantile(self._sketch, int(self.quantile_sample_size or self._sketch.size), q)
 
     def quantiles(self, n_bins: int) -> list[float]:
         """``n_bins - 1`` boundaries splitting the values into equally frequent bins."""
