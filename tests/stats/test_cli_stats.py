@@ -33,3 +33,19 @@ def test_stats_command_quiet_prints_nothing(tmp_path, capsys):
     assert main(["stats", str(tmp_path / "x.npy"), "-o", str(tmp_path / "s.json"), "--quiet"]) == 0
     assert capsys.readouterr().out == ""
     assert Stats.load(tmp_path / "s.json").rows == 10
+
+
+def test_cli_passes_quantile_and_distinct_choices(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamfeed.cli import main
+    from streamfeed.stats import Stats
+
+    pq.write_table(pa.table({"x": np.linspace(0, 1, 500), "k": np.arange(500) % 7}), tmp_path / "d.parquet")
+    out = tmp_path / "s.json"
+    assert main(["stats", str(tmp_path / "d.parquet"), "-o", str(out), "--distinct", "all", "--quantiles", "none", "--quiet"]) == 0
+    stats = Stats.load(out)
+    assert stats["x"].distinct is not None and abs(stats["x"].distinct - 500) < 50  # floats only with --distinct all
+    assert stats["x"].mean == np.linspace(0, 1, 500).mean()

@@ -16,6 +16,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     stats.add_argument("--categorical", default="", help="comma-separated columns to count as categories (e.g. integer ids)")
     stats.add_argument("--columns", default="", help="comma-separated columns to describe (default: all)")
     stats.add_argument("--max-vocabulary", type=int, default=100_000, help="distinct values kept exactly per categorical column")
+    stats.add_argument("--quantiles", choices=["sample", "kll", "none"], default="sample",
+                       help="quantiles from a fixed hash-chosen sample (default; deterministic), a KLL sketch of every value, or none")
+    stats.add_argument("--distinct", choices=["categorical", "all", "none"], default="categorical",
+                       help="distinct-count estimates for integer/categorical columns (default), all columns, or none")
     stats.add_argument("--threads", type=int, default=None, help="read threads (default: min(4, CPUs))")
     stats.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it")
     stats.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
@@ -37,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         categorical=_names(args.categorical),
         label=args.label,
         max_vocabulary=args.max_vocabulary,
+        quantiles=args.quantiles,
+        distinct=args.distinct,
         threads=args.threads,
     )
     if not args.quiet and sys.stderr.isatty():
