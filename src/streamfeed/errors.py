@@ -120,6 +120,26 @@ class BadInputReport:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seen: set = field(default_factory=set, repr=False)
 
+    @classmethod
+    def for_options(cls, max_bad_fraction: float | None, max_bad_count: int | None, report_path: str | Path | None) -> "BadInputReport":
+        """The report every ``read_*`` function builds from its error-budget options."""
+        return cls(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+
+    def reject(
+        self,
+        error: StreamfeedError,
+        *,
+        on_error: OnError,
+        path: str,
+        location: str = "file",
+        rows: int | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Raises ``error`` under ``on_error="raise"``; otherwise records the unit as skipped."""
+        if on_error == "raise":
+            raise error from cause
+        self.add(SkippedUnit(path, location, str(error), rows))
+
     @property
     def skipped_units(self) -> int:
         return len(self.entries)

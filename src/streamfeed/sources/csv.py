@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from ..core import Chunk, NullPolicy
-from ..errors import BadInputReport, CorruptFileError, DataError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
 from . import _inflate
 from ._arrow import ColumnPolicy, table_to_chunk
 from ._csv_scan import Scanner, Split, UnbalancedQuote, record_lines, scan_stream
@@ -948,7 +948,7 @@ def read_csv(
     """
     from ..pipeline import Dataset
 
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     source = CsvSource(
         paths,
         delimiter=delimiter,

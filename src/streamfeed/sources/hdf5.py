@@ -47,7 +47,6 @@ from ..core import Chunk
 from ..errors import (
     BadInputReport,
     CorruptFileError,
-    ErrorBudget,
     MissingDependencyError,
     OnError,
     SchemaError,
@@ -366,9 +365,7 @@ class HDF5Source:
                         fix="rewrite or remove the file, or pass on_error='skip' to leave it out and report it",
                     )
                 )
-                if on_error == "raise":
-                    raise error from exc
-                self.report.add(SkippedUnit(path, "file", str(error), None))
+                self.report.reject(error, on_error=on_error, path=path, cause=exc)
                 continue
             self.files.append(path)
             sizes.append(os.path.getsize(path))
@@ -547,7 +544,7 @@ def read_hdf5(
     """
     from ..pipeline import Dataset
 
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     source = HDF5Source(
         paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, on_error=on_error, report=report
     )

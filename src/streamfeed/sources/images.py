@@ -52,7 +52,7 @@ from typing import Any, Literal, Mapping
 import numpy as np
 
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, SkippedUnit, describe
 from ._decode import IMAGE_SUFFIXES, Decoder, DecodeSpec, ImageDecodeError, OutputDType, Resize, decode, open_header, resolve_decoder
 
 Labels = Literal["inferred"]
@@ -224,10 +224,8 @@ class ImageSource:
                     good.append(index)
                     continue
                 error = _corrupt(files[index], problem)
-                if on_error == "raise":
-                    raise error from problem
+                self.report.reject(error, on_error=on_error, path=files[index], rows=1, cause=problem)
                 self._bad[files[index]] = error
-                self.report.add(SkippedUnit(files[index], "file", str(error), 1))
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
         self.files = tuple(files)
         self._sizes = tuple(sizes)
@@ -384,7 +382,7 @@ def read_images(
     if height < 1 or width < 1:
         raise ValueError(f"size must be positive (height, width), got {size!r}")
     spec = DecodeSpec(height, width, int(channels), dtype, resize, decoder)
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     source = ImageSource(
         root,
         spec=spec,

@@ -47,7 +47,7 @@ from typing import Mapping, Sequence, Union
 import numpy as np
 
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, SkippedUnit, describe
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20
@@ -523,6 +523,6 @@ def read_numpy(
         if name in columns:
             raise ValueError(f"column {name!r} is given twice (as an argument and in arrays=)")
         columns[name] = spec
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     source = NumpySource(columns, rows_per_fragment=rows_per_fragment, on_error=on_error, report=report)
     return Dataset(source=source, on_error=on_error, report=report)

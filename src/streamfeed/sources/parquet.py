@@ -24,7 +24,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from ..core import Chunk, NullPolicy
-from ..errors import BadInputReport, CorruptFileError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, describe
 from ._arrow import ColumnPolicy, Where, table_to_chunk
 from ._paths import PathLike, resolve_files
 from ._schema import unify
@@ -175,9 +175,7 @@ class ParquetSource:
                         fix="remove or rewrite the file, or pass on_error='skip' to leave it out and report it",
                     )
                 )
-                if on_error == "raise":
-                    raise error from result
-                self.report.add(SkippedUnit(path, "file", str(error), None))
+                self.report.reject(error, on_error=on_error, path=path, cause=result)
             else:
                 good.append((path, result))
         self.files = tuple(path for path, _ in good)
@@ -332,7 +330,7 @@ def read_parquet(
     """
     from ..pipeline import Dataset
 
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
     source = ParquetSource(
         paths,

@@ -46,13 +46,13 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 import pyarrow.fs as pafs
 
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, DataError, ErrorBudget, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
 from . import _inflate
 from . import _tfrecord_format as fmt
 from ._paths import PathLike, _filesystem_for, resolve_files
@@ -411,9 +411,7 @@ class TFRecordSource:
         for path, index in zip(files, indexes):
             if isinstance(index, Exception):
                 error = CorruptFileError(describe("Could not read a TFRecord file", where=path, found=f"{type(index).__name__}: {index}", fix="check the path and permissions"))
-                if on_error == "raise":
-                    raise error from index
-                self.report.add(SkippedUnit(path, "file", str(error), None))
+                self.report.reject(error, on_error=on_error, path=path, cause=index)
                 continue
             if index.problem is not None:
                 lost += index.problem.records_lost or 0
@@ -603,7 +601,7 @@ def read_tfrecord(
     """
     from ..pipeline import Dataset
 
-    report = BadInputReport(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
     source = TFRecordSource(
         paths,
         features=features,
