@@ -233,10 +233,9 @@ def _verdict(dataset: Any, snap: dict, threads: int, cores: int, model_stats: di
         advice.append(f"peak RSS {snap['peak_rss_bytes'] / MIB:,.0f} MiB exceeds memory_limit "
                       f"{snap['memory_limit_bytes'] / MIB:,.0f} MiB (RSS includes Python, the framework and the model)")
     if model_stats is not None and model_stats["input_wait_share"] < MODEL_BOUND_WAIT_SHARE:
-        capacity = model_stats["rows_per_second"] * wall / max(pool, producer, 1e-9) if max(pool, producer) else float("inf")
-        advice.insert(0, f"training waited for input only {model_stats['input_wait_share']:.0%} of step time; the pipeline "
-                         f"was busy {max(pool, producer) / wall:.0%} of the time (could deliver ~{capacity:,.0f} rows/s): "
-                         "a faster input pipeline would not speed training up")
+        advice.insert(0, f"training waited for input only {model_stats['input_wait_share']:.0%} of step time and the pipeline's "
+                         f"busiest thread worked {max(pool, producer) / wall:.0%} of the time: a faster input pipeline "
+                         "would not speed training up (run without a model for the pipeline's own ceiling)")
         return "model", "the model is the limit — data waits", advice
     if pool >= producer:
         fragment_ops = [op for op in ops if op["stage"] == "fragment_ops"]
