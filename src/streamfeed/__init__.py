@@ -16,6 +16,8 @@ from .errors import (
     StreamfeedError,
 )
 from .pipeline import Dataset, EpochIterator
+from .runtime.metrics import StageMetrics
+from .diagnostics import BenchReport, bench
 from .inspect import InspectReport, inspect
 from .quality import QualityReport, quality_report
 from .sampling import class_weights, with_class_weights
@@ -37,6 +39,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BadInputReport",
+    "BenchReport",
     "ColumnStats",
     "Chunk",
     "CorruptFileError",
@@ -51,6 +54,8 @@ __all__ = [
     "SchemaError",
     "StaleStatsError",
     "Source",
+    "StageMetrics",
+    "bench",
     "class_weights",
     "compute_stats",
     "inspect",

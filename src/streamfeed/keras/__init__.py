@@ -2,10 +2,12 @@
 
 from .adapter import KerasDataset
 from .checkpoint import DataCheckpoint
+from .monitor import InputStallMonitor
 from .layers import discretization_layer, integer_lookup_layer, normalization_layer, string_lookup_layer
 
 __all__ = [
     "DataCheckpoint",
+    "InputStallMonitor",
     "KerasDataset",
     "discretization_layer",
     "integer_lookup_layer",
