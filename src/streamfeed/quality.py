@@ -177,6 +177,56 @@ def _chunks(data: Any, format_name: str | None) -> Iterator[tuple[dict[str, np.n
         yield chunk, nulls
 
 
+MAX_LABEL_CLASSES = 10_000
+
+
+class _LabelSummary:
+    """The label's distribution in memory that does not grow with the rows.
+
+    A floating-point label is a regression target: its moments and range,
+    not value counts. A discrete label is counted per class until it has
+    more than ``MAX_LABEL_CLASSES`` classes; past that it is reported as
+    having too many classes to be a class label.
+    """
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter()
+        self.too_many = False
+        self.continuous: dict[str, float] | None = None
+
+    def add(self, values: np.ndarray) -> None:
+        if values.dtype.kind == "f":
+            finite = values[np.isfinite(values)].astype(np.float64)
+            moments = self.continuous or {"count": 0, "sum": 0.0, "sum_sq": 0.0, "min": np.inf, "max": -np.inf}
+            if finite.size:
+                moments["count"] += int(finite.size)
+                moments["sum"] += float(finite.sum())
+                moments["sum_sq"] += float(np.square(finite).sum())
+                moments["min"] = min(moments["min"], float(finite.min()))
+                moments["max"] = max(moments["max"], float(finite.max()))
+            self.continuous = moments
+            return
+        if self.too_many:
+            return
+        keys, counts = np.unique(values, return_counts=True)
+        self.counts.update(dict(zip(keys.tolist(), counts.tolist())))
+        if len(self.counts) > MAX_LABEL_CLASSES:
+            self.too_many, self.counts = True, collections.Counter()
+
+    def result(self, column: str | None) -> dict | None:
+        if self.continuous is not None and self.continuous["count"]:
+            m = self.continuous
+            mean = m["sum"] / m["count"]
+            return {"column": column, "kind": "continuous", "mean": mean,
+                    "std": max(m["sum_sq"] / m["count"] - mean * mean, 0.0) ** 0.5, "min": m["min"], "max": m["max"]}
+        if self.too_many:
+            return {"column": column, "kind": "discrete", "classes": f"more than {MAX_LABEL_CLASSES:,}"}
+        if not self.counts:
+            return None
+        counts = dict(sorted(self.counts.items(), key=lambda item: -item[1]))
+        return {"column": column, "kind": "classes", "counts": counts, "imbalance_ratio": max(counts.values()) / min(counts.values())}
+
+
 def quality_report(
     data: Any,
     *,
@@ -219,7 +269,7 @@ def quality_report(
     report = QualityReport()
     stats: dict[str, dict] = {}
     thinned = _Thinned(ORDER_SAMPLE)
-    labels: collections.Counter = collections.Counter()
+    labels = _LabelSummary()
     firsts: dict[str, Any] = {}
     rows = 0
     with progress(None, "quality pass (rows)", enabled=progress_bar if progress_bar is not None else None) as advance:
@@ -247,8 +297,7 @@ def quality_report(
             if plain:
                 thinned.add(rows, plain)
             if label is not None and label in chunk:
-                keys, counts = np.unique(chunk[label], return_counts=True)
-                labels.update(dict(zip(keys.tolist(), counts.tolist())))
+                labels.add(chunk[label])
             rows += n
             advance(n)
             if max_rows is not None and rows >= max_rows:
@@ -278,12 +327,10 @@ def quality_report(
         report.row_order[name] = round(rho, 4)
         if abs(rho) >= ORDER_THRESHOLD:
             report.warnings.append(f"column {name!r} follows the row order (Spearman rho {rho:+.2f}): the data is sorted; shuffle it (.shuffle(seed=...)) or rewrite it shuffled")
-    if labels:
-        counts = dict(sorted(labels.items(), key=lambda item: -item[1]))
-        ratio = max(counts.values()) / min(counts.values())
-        report.label = {"column": label, "counts": counts, "imbalance_ratio": ratio}
-        if ratio >= 10:
-            report.warnings.append(f"label {label!r} is imbalanced: the largest class has {ratio:.0f}x the rows of the smallest")
+    report.label = labels.result(label)
+    ratio = (report.label or {}).get("imbalance_ratio")
+    if ratio is not None and ratio >= 10:
+        report.warnings.append(f"label {label!r} is imbalanced: the largest class has {ratio:.0f}x the rows of the smallest")
     for name, column in report.columns.items():
         for kind in ("null_rate", "nan_rate", "inf_rate"):
             if column[kind] > 0:

@@ -143,3 +143,13 @@ def test_image_quality_blur_exposure_duplicates_and_bad_files(tmp_path):
     assert report.duplicates["estimated"] == 1
     assert sorted(report.duplicates["groups"][0]) == [str(root / "copy.png"), str(root / "normal0.png")]
     assert report.rows == 10 and images["files"] == 11
+
+
+def test_a_continuous_label_gets_moments_not_value_counts(tmp_path):
+    rng = np.random.default_rng(3)
+    y = rng.normal(2.0, 0.5, 5000)
+    pq.write_table(pa.table({"f": rng.random(5000), "y": y}), tmp_path / "r.parquet", row_group_size=700)
+    report = sf.quality_report(str(tmp_path / "r.parquet"), label="y")
+    assert report.label["kind"] == "continuous" and "counts" not in report.label
+    assert report.label["mean"] == pytest.approx(y.mean()) and report.label["std"] == pytest.approx(y.std())
+    assert (report.label["min"], report.label["max"]) == (y.min(), y.max())

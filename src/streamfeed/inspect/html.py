@@ -73,7 +73,7 @@ def to_html(report: InspectReport) -> str:
             parts.append(_table(rows, ["column", "null", "NaN", "inf", "constant", "row-order rho"]))
         if quality.get("duplicates"):
             parts.append(_table(list(quality["duplicates"].items())))
-        if quality.get("label"):
+        if quality.get("label") and "counts" in quality["label"]:  # classes; a continuous label has no bars
             label = quality["label"]
             parts.append(bar_chart(f"Label {label['column']} (imbalance ratio {label['imbalance_ratio']:.1f})", list(label["counts"]), list(label["counts"].values())))
         images = quality.get("images")

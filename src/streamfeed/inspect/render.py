@@ -84,7 +84,12 @@ def render_quality(quality: dict, console: Any = None) -> None:
         console.print(f"duplicates: {duplicates['estimated']:,}{spread}; {duplicates['method']}", highlight=False)
     if quality.get("label"):
         label = quality["label"]
-        console.print(f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}", highlight=False)
+        if label.get("kind") == "continuous":
+            console.print(f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, range {label['min']:.4g} to {label['max']:.4g}", highlight=False)
+        elif "counts" in label:
+            console.print(f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}", highlight=False)
+        else:
+            console.print(f"label {label['column']!r}: {label['classes']} classes", highlight=False)
     images = quality.get("images")
     if images:
         table = Table(title=f"image quality ({images['files']:,} files)", show_header=False, title_justify="left")
