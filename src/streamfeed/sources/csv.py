@@ -28,445 +28,50 @@ Column types are inferred once, from the first MiB of every file, and then
 fixed for every fragment, so that a column has one dtype in every chunk; a
 later value that does not fit names its file, line and column. Line numbers
 in messages are physical lines (a quoted value may span several).
+
+This module opens the files (``CsvSource``) and is the public API
+(``read_csv``); beside it, ``_csv_options.py`` holds the dialect, delimiter
+sniffing and type inference, ``_csv_fragment.py`` reads one byte range, and
+``_csv_files.py`` holds codecs, streams and the count cache.
 """
 
 from __future__ import annotations
 
-import codecs
 import concurrent.futures
 import csv as pycsv
 import hashlib
 import io
-import json
 import logging
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from ..core import Chunk, NullPolicy
+from ..core import NullPolicy
 from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
 from . import _inflate
-from ._arrow import ColumnPolicy, table_to_chunk
-from ._csv_scan import Scanner, Split, UnbalancedQuote, record_lines, scan_stream
+from ._arrow import ColumnPolicy
+from ._csv_files import (
+    _BOM, _CACHE_VERSION, COMPRESSION, HEAD_BYTES, SUFFIXES, _cached_scan, _codec, _corrupt, _FileInfo,
+    _open_stream, _quote_error, _read_head, _whole,
+)  # fmt: skip
+from ._csv_fragment import CsvFragment
+from ._csv_options import (
+    DEFAULT_NULL_VALUES, SNIFF_DELIMITERS, TypeSpec, _arrow_type, _check_encoding, _check_one_column, _csv_dialect,
+    _decode, _Options, _sample_types, _unify_types, _value_bytes, first_bad_encoding, sniff_delimiter,
+)  # fmt: skip
+from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
 from ._paths import PathLike, resolve_files
 
+# the public names this module has always offered, now partly defined beside it
+__all__ = [
+    "COMPRESSION", "DEFAULT_FRAGMENT_BYTES", "DEFAULT_NULL_VALUES", "HEAD_BYTES", "SNIFF_DELIMITERS", "SUFFIXES",
+    "CsvFragment", "CsvSource", "TypeSpec", "first_bad_encoding", "read_csv", "sniff_delimiter",
+]  # fmt: skip
+
 DEFAULT_FRAGMENT_BYTES = 16 << 20
-HEAD_BYTES = 1 << 20  # read from every file for its header, delimiter and column types
-DEFAULT_NULL_VALUES: tuple[str, ...] = (
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-    "1.#QNAN", "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null",
-)  # fmt: skip
-"""pyarrow's (and pandas') tokens; they make *numeric* values null. String
-columns keep them as text unless ``strings_can_be_null=True``."""
-SNIFF_DELIMITERS = (",", ";", "\t", "|")
-COMPRESSION = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
-_PLAIN = (".csv", ".tsv", ".psv", ".txt", ".dat")
-SUFFIXES = _PLAIN + tuple(plain + packed for plain in _PLAIN for packed in COMPRESSION)
-_BOM = b"\xef\xbb\xbf"
-_CACHE_VERSION = 1
 logger = logging.getLogger("streamfeed")
-
-TypeSpec = Any  # a pyarrow DataType, a NumPy dtype or type, or a name such as "float32"
-
-
-# ---------------------------------------------------------------- options
-@dataclass(frozen=True)
-class _Options:
-    """Everything a fragment needs to parse its bytes (shared by all fragments)."""
-
-    filesystem: pafs.FileSystem
-    delimiter: str
-    quote_char: str | None
-    encoding: str
-    null_values: tuple[str, ...]
-    strings_can_be_null: bool
-    columns: tuple[str, ...]
-    types: Mapping[str, pa.DataType]
-    policy: ColumnPolicy
-    on_error: OnError
-    report: BadInputReport
-
-    @property
-    def quote_byte(self) -> int | None:
-        return None if self.quote_char is None else ord(self.quote_char)
-
-    def parse_options(self, handler: Callable[[Any], str] | None, newlines_in_values: bool = True) -> pacsv.ParseOptions:
-        return pacsv.ParseOptions(
-            delimiter=self.delimiter,
-            quote_char=self.quote_char if self.quote_char is not None else False,
-            newlines_in_values=newlines_in_values,
-            invalid_row_handler=handler,
-        )
-
-    def read_options(self, names: Sequence[str]) -> pacsv.ReadOptions:
-        return pacsv.ReadOptions(column_names=list(names), use_threads=False, encoding=self.encoding, block_size=4 << 20)
-
-    def convert_options(self, types: Mapping[str, pa.DataType] | None = None, *, strings_can_be_null: bool | None = None) -> pacsv.ConvertOptions:
-        return pacsv.ConvertOptions(
-            column_types=dict(self.types if types is None else types),
-            null_values=list(self.null_values),
-            strings_can_be_null=self.strings_can_be_null if strings_can_be_null is None else strings_can_be_null,
-            include_columns=list(self.columns),
-        )
-
-
-def _arrow_type(spec: TypeSpec, column: str) -> pa.DataType:
-    if isinstance(spec, pa.DataType):
-        return spec
-    if spec in (str, "str", "string", "object", object):
-        return pa.string()
-    try:
-        if isinstance(spec, str):
-            try:
-                return pa.type_for_alias(spec)
-            except ValueError:
-                pass
-        return pa.from_numpy_dtype(np.dtype(spec))
-    except (TypeError, ValueError, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(
-            describe(
-                f"column_types[{column!r}] is not a type streamfeed can read CSV values as",
-                expected="a pyarrow type, a NumPy dtype, or a name such as 'int64', 'float32', 'string', 'bool'",
-                found=repr(spec),
-            )
-        ) from exc
-
-
-# ------------------------------------------------------------------ files
-def _codec(path: str) -> str | None:
-    lower = path.lower()
-    return next((codec for suffix, codec in COMPRESSION.items() if lower.endswith(suffix)), None)
-
-
-def _whole(codec: str | None) -> bool:
-    """Compressed so that it cannot be entered mid-stream: one fragment (bz2, zstd)."""
-    return codec is not None and codec != "gzip"
-
-
-def _open_stream(filesystem: pafs.FileSystem, path: str, codec: str | None):
-    return filesystem.open_input_stream(path, compression=codec)
-
-
-def _read_head(filesystem: pafs.FileSystem, path: str, codec: str | None) -> bytes:
-    with _open_stream(filesystem, path, codec) as stream:
-        return stream.read(HEAD_BYTES)
-
-
-def _cache_file(key: Mapping[str, Any]) -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "streamfeed" / "csv-counts"
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()
-    return root / f"{digest}.json"
-
-
-def _cached_scan(key: Mapping[str, Any], scan: Callable[[], dict]) -> dict:
-    """``scan()``'s result, kept in a small JSON file keyed by path, size and mtime."""
-    path = _cache_file(key)
-    try:
-        cached = json.loads(path.read_text())
-        if cached.get("key") == key:
-            return cached["scan"]
-    except (OSError, ValueError, KeyError):
-        pass
-    result = scan()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.{id(result)}.tmp")
-        temporary.write_text(json.dumps({"key": key, "scan": result}))
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home directory only costs a rescan next time
-    return result
-
-
-def sniff_delimiter(head: bytes, encoding: str, quote_char: str | None) -> str:
-    """The candidate (``, ; tab |``) that splits the first lines into the most, equally many, fields."""
-    text = _decode_prefix(head, encoding)
-    lines = text.splitlines(keepends=True)[:50]
-    if len(lines) > 1 and len(head) >= HEAD_BYTES:
-        lines = lines[:-1]  # the last line may be cut
-    sample = "".join(lines)
-    best, best_fields = ",", 1
-    for candidate in SNIFF_DELIMITERS:
-        reader = pycsv.reader(io.StringIO(sample), **_csv_dialect(candidate, quote_char))
-        try:
-            counts = {len(record) for record in reader if record}
-        except pycsv.Error:
-            continue
-        if len(counts) == 1 and (fields := counts.pop()) > best_fields:
-            best, best_fields = candidate, fields
-    return best
-
-
-def _csv_dialect(delimiter: str, quote_char: str | None) -> dict:
-    if quote_char is None:
-        return {"delimiter": delimiter, "quoting": pycsv.QUOTE_NONE}
-    return {"delimiter": delimiter, "quotechar": quote_char, "doublequote": True}
-
-
-def _decode_prefix(head: bytes, encoding: str) -> str:
-    """Decodes a head that may end in the middle of a character."""
-    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-    text = decoder.decode(head)
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def first_bad_encoding(chunks: Iterator[bytes], encoding: str) -> tuple[int, int, bytes] | None:
-    """``(line, byte offset, bad bytes)`` of the first byte that ``encoding`` cannot decode."""
-    offset, line, rest = 0, 1, b""
-    for block in [*chunks, None]:
-        data = rest + (block or b"")
-        cut = len(data) if block is None else data.rfind(b"\n") + 1
-        piece, rest = data[:cut], data[cut:]
-        try:
-            piece.decode(encoding)
-        except UnicodeDecodeError as exc:
-            return line + piece.count(b"\n", 0, exc.start), offset + exc.start, piece[exc.start : exc.end]
-        offset += len(piece)
-        line += piece.count(b"\n")
-    return None
-
-
-@dataclass
-class _FileInfo:
-    path: str
-    codec: str | None
-    names: list[str]  # as the file's header has them (or column_names)
-    fragments: list[Split]  # byte ranges (in decompressed bytes for a compressed file)
-    rows: int
-    quoted_newlines: bool
-    sample: pa.Schema | None  # types inferred from the first MiB
-    size: int
-    checkpoints: _inflate.Checkpoints | None = None  # gzip: where each range resumes
-
-
-# ---------------------------------------------------------------- fragment
-@dataclass(frozen=True)
-class _CsvWhere:
-    """Where a table came from, for ``_arrow``'s null messages: file and physical line."""
-
-    path: str
-    line_of: Callable[[int], int]
-    row_group: None = None
-    first_row: int = 0
-    missing_columns: frozenset = frozenset()
-    locate: Callable[[int], int] | None = None
-
-    def row(self, index: int) -> str:
-        within = self.locate(index) if self.locate is not None else index
-        return f"{self.path}, line {self.line_of(within)} (data row {self.first_row + within} of the file)"
-
-
-@dataclass(frozen=True)
-class CsvFragment:
-    """Whole records ``[start, end)`` of one file (decompressed bytes for gzip; ``end=None``: to the end of a bz2/zstd stream)."""
-
-    key: str
-    num_rows: int
-    path: str
-    start: int
-    end: int | None
-    first_line: int
-    first_row: int
-    _names: tuple[str, ...]
-    _codec: str | None
-    _quoted_newlines: bool
-    _options: _Options = field(repr=False)
-    _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def location(self) -> str:
-        return f"lines from {self.first_line}, {self.num_rows} rows"
-
-    # ---------------------------------------------------------------- reading
-    def _bytes(self) -> bytes:
-        """This fragment's raw bytes (decompressed; a whole bz2/zstd file's: error paths only)."""
-        filesystem = self._options.filesystem
-        if self._codec == "gzip":
-            return self._gzip_range()
-        if self.end is not None:
-            with filesystem.open_input_file(self.path) as handle:
-                data = handle.read_at(self.end - self.start, self.start)
-                return data if isinstance(data, bytes) else data.to_pybytes()
-        with _open_stream(filesystem, self.path, self._codec) as stream:
-            stream.read(self.start)
-            return stream.read()
-
-    def _gzip_range(self) -> bytes:
-        assert self.end is not None
-        points = self._checkpoints or _inflate.Checkpoints()
-        return _inflate.read_range(lambda: self._options.filesystem.open_input_file(self.path), points, self.start, self.end)
-
-    def _source(self) -> Any:
-        filesystem = self._options.filesystem
-        if self._codec == "gzip":
-            return pa.BufferReader(self._gzip_range())
-        if self.end is not None:
-            with filesystem.open_input_file(self.path) as handle:
-                return pa.BufferReader(handle.read_at(self.end - self.start, self.start))
-        stream = _open_stream(filesystem, self.path, self._codec)
-        stream.read(self.start)  # the header (and a BOM): a few bytes
-        return stream
-
-    def _parse(self, source: Any, invalid: list, *, skip: bool, types: Mapping[str, pa.DataType] | None = None, strings_can_be_null: bool | None = None) -> pa.Table:
-        def handler(row: Any) -> str:
-            invalid.append((row.number, row.expected_columns, row.actual_columns, row.text))
-            return "skip" if skip else "error"
-
-        options = self._options
-        try:
-            return pacsv.read_csv(
-                source,
-                read_options=options.read_options(self._names),
-                parse_options=options.parse_options(handler, self._quoted_newlines),
-                convert_options=options.convert_options(types, strings_can_be_null=strings_can_be_null),
-            )
-        finally:
-            if hasattr(source, "close"):
-                source.close()
-
-    def read(self) -> Chunk:
-        options = self._options
-        invalid: list[tuple] = []
-        try:
-            table = self._parse(self._source(), invalid, skip=options.on_error == "skip")
-        except (pa.ArrowInvalid, UnicodeError) as exc:
-            raise self._explain(exc, invalid) from exc
-        except (OSError, _inflate.InflateError) as exc:
-            raise CorruptFileError(
-                describe(
-                    "Could not read a CSV file",
-                    where=f"{self.path}, {self.location}",
-                    found=f"{type(exc).__name__}: {exc}",
-                    fix="check the file (a truncated compressed file fails here), or pass on_error='skip' to leave it out",
-                )
-            ) from exc
-        if table.num_rows + len(invalid) != self.num_rows:
-            raise CorruptFileError(
-                describe(
-                    "pyarrow parsed a different number of records than the row-count scan found",
-                    where=f"{self.path}, {self.location}",
-                    expected=f"{self.num_rows} records",
-                    found=f"{table.num_rows} rows and {len(invalid)} ragged rows",
-                    fix="lone carriage returns as line ends, or a quote character in an unquoted field, cause this; "
-                    "convert line ends to \\n, or pass quote_char=None if the file does not quote fields",
-                )
-            )
-        lines = self._record_lines() if invalid else None
-        for number, expected, actual, text in invalid:
-            line = self._line(lines, number)
-            options.report.add(
-                SkippedUnit(self.path, f"line {line}", f"expected {expected} fields, found {actual}: {text[:200]!r}", 1)
-            )
-        bad_records = sorted(number - 1 for number, *_ in invalid if number is not None)
-        return table_to_chunk(table, options.policy, _CsvWhere(self.path, self._line_of_table_row(bad_records), first_row=self.first_row))
-
-    # ------------------------------------------------------------ explaining
-    def _record_lines(self) -> np.ndarray:
-        options = self._options
-        return record_lines(self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line)
-
-    @staticmethod
-    def _line(lines: np.ndarray, number: int | None) -> int | str:
-        if number is None or not 0 < number <= len(lines):
-            return "unknown"
-        return int(lines[number - 1])
-
-    def _line_of_table_row(self, bad_records: Sequence[int]) -> Callable[[int], int]:
-        """Table row -> physical line, computed only when a message asks."""
-
-        def line_of(index: int) -> int:
-            record = index
-            for bad in bad_records:  # the table lacks the skipped ragged records
-                if bad <= record:
-                    record += 1
-            return self._line(self._record_lines(), record + 1)
-
-        return line_of
-
-    def _explain(self, exc: Exception, invalid: list) -> Exception:
-        options = self._options
-        if invalid:  # the handler said "error": a ragged row
-            number, expected, actual, text = invalid[0]
-            return DataError(
-                describe(
-                    "A CSV row has the wrong number of fields",
-                    where=f"{self.path}, line {self._line(self._record_lines(), number)}",
-                    expected=f"{expected} fields, as in the header",
-                    found=f"{actual} fields: {text[:200]!r}",
-                    fix="repair the row (an unquoted delimiter in a value?), or pass on_error='skip' to skip such rows "
-                    "and report them",
-                )
-            )
-        if isinstance(exc, UnicodeError) or "UTF8" in str(exc) or "utf-8" in str(exc).lower():
-            data = self._bytes()
-            bad = first_bad_encoding(iter([data]), options.encoding)
-            line = "unknown" if bad is None else bad[0] + self.first_line - 1
-            found = f"bytes {bad[2]!r} that are not {options.encoding}" if bad else str(exc)
-            return DataError(
-                describe(
-                    f"A CSV file is not valid {options.encoding}",
-                    where=f"{self.path}, line {line}",
-                    found=found,
-                    fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
-                )
-            )
-        if "conversion error" in str(exc).lower():
-            return self._explain_conversion(exc)
-        return CorruptFileError(
-            describe(
-                "Could not parse a CSV file",
-                where=f"{self.path}, {self.location}",
-                found=f"{type(exc).__name__}: {exc}",
-                fix="check the file, or pass on_error='skip' to leave it out and report it",
-            )
-        )
-
-    def _explain_conversion(self, exc: Exception) -> Exception:
-        """Finds the first value that does not convert: re-read as text, bisect the casts."""
-        options = self._options
-        invalid: list = []
-        text = self._parse(pa.BufferReader(self._bytes()), invalid, skip=True, types={name: pa.string() for name in self._names}, strings_can_be_null=True)
-        found = None
-        for name, kind in options.types.items():
-            if name not in text.column_names or pa.types.is_string(kind):
-                continue
-            column = text[name].combine_chunks()
-            if _casts(column, kind):
-                continue
-            low, high = 0, len(column)  # column[:low] casts, column[:high] does not
-            while high - low > 1:
-                middle = (low + high) // 2
-                low, high = (middle, high) if _casts(column[:middle], kind) else (low, middle)
-            if found is None or low < found[0]:
-                found = (low, name, kind, column[low].as_py())
-        if found is None:
-            return CorruptFileError(describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc)))
-        index, name, kind, value = found
-        bad = sorted(number - 1 for number, *_ in invalid if number is not None)
-        return DataError(
-            describe(
-                f"Column {name!r} has a value that is not {kind}",
-                where=f"{self.path}, line {self._line_of_table_row(bad)(index)}",
-                expected=f"{kind} values (inferred from the first MiB of the files, or set in column_types)",
-                found=repr(value),
-                fix=f"pass column_types={{{name!r}: 'float64'}} (or 'string'), or repair the value",
-            )
-        )
-
-
-def _casts(column: pa.Array, kind: pa.DataType) -> bool:
-    try:
-        pc.cast(column, kind)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
 
 
 # ------------------------------------------------------------------ source
@@ -632,9 +237,9 @@ class CsvSource:
             raise _quote_error(path, exc) from exc
         if probe.header_end is None:
             raise SchemaError(describe("The first record of a CSV file is longer than 1 MiB", where=path, fix="check the delimiter and quote_char"))
-        header_text = self._decode(head[bom : probe.header_end], path, 1)
+        header_text = _decode(head[bom : probe.header_end], self._encoding, path, 1)
         first_record = next(pycsv.reader(io.StringIO(header_text), **_csv_dialect(self.delimiter, self._quote_char)), [])
-        self._check_one_column(first_record, header_text, path)
+        _check_one_column(first_record, header_text, path, self.delimiter)
         if self._header:
             names = [name.strip() if isinstance(name, str) else name for name in first_record]
             if self._column_names is not None:
@@ -688,7 +293,11 @@ class CsvSource:
                 "held whole in memory while it is read; recompress it with gzip or split it into smaller files",
                 path, codec, splits[-1].end / 2**20, self._fragment_bytes / 2**20,
             )  # fmt: skip
-        sample = self._sample_types(head, probe, whole, data_start, names, path, first_line, user_types)
+        sample = _sample_types(
+            head, probe, whole, data_start, names, path, first_line, user_types,
+            encoding=self._encoding, delimiter=self.delimiter, quote_char=self._quote_char,
+            null_values=self._null_values, strings_can_be_null=self._strings_can_be_null,
+        )
         return _FileInfo(
             path, codec, names, splits, result["rows"], result["quoted_newlines"], sample, info.size, checkpoints[0] if checkpoints else None
         )
@@ -717,68 +326,6 @@ class CsvSource:
         except (OSError, _inflate.InflateError) as exc:
             raise _corrupt(path, "while indexing its compressed data", exc) from exc
 
-    def _decode(self, data: bytes, path: str, first_line: int) -> str:
-        try:
-            text = data.decode(self._encoding)
-        except UnicodeDecodeError as exc:
-            bad = first_bad_encoding(iter([data]), self._encoding)
-            line = first_line + (bad[0] - 1 if bad else 0)
-            raise DataError(
-                describe(
-                    f"A CSV file is not valid {self._encoding}",
-                    where=f"{path}, line {line}",
-                    found=f"bytes {data[exc.start:exc.end]!r}",
-                    fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
-                )
-            ) from exc
-        return text.lstrip("\ufeff")
-
-    def _check_one_column(self, record: list[str], text: str, path: str) -> None:
-        """A one-field first line holding another delimiter is a wrong delimiter, not one column."""
-        if len(record) != 1:
-            return
-        others = [d for d in SNIFF_DELIMITERS if d != self.delimiter and d in record[0]]
-        if others:
-            shown = {"\t": "\\t"}.get(others[0], others[0])
-            raise SchemaError(
-                describe(
-                    f"The first line of a CSV file parses into one column with delimiter {self.delimiter!r}, but it contains {others[0]!r}",
-                    where=f"{path}, line 1",
-                    found=repr(text.rstrip("\r\n")[:200]),
-                    fix=f"pass delimiter='{shown}' (pandas would read this file as one column of garbage)",
-                )
-            )
-
-    def _sample_types(self, head: bytes, probe: Scanner, whole: bool, data_start: int, names: list[str], path: str, first_line: int, user_types: Mapping[str, pa.DataType]) -> pa.Schema | None:
-        """Column types that pyarrow infers from the records in the file's first MiB."""
-        end = len(head) if whole else probe.last_term + 1
-        sample = head[data_start:end]
-        if not sample.strip():
-            return None
-        given = {name: kind for name, kind in user_types.items() if name in names}
-        try:
-            table = pacsv.read_csv(
-                pa.BufferReader(sample),
-                read_options=pacsv.ReadOptions(column_names=names, use_threads=False, encoding=self._encoding),
-                parse_options=pacsv.ParseOptions(
-                    delimiter=self.delimiter,
-                    quote_char=self._quote_char if self._quote_char is not None else False,
-                    newlines_in_values=True,
-                    invalid_row_handler=lambda row: "skip",
-                ),
-                convert_options=pacsv.ConvertOptions(null_values=list(self._null_values), strings_can_be_null=self._strings_can_be_null),
-            )
-        except UnicodeError:
-            self._decode(sample, path, first_line)
-            raise
-        except pa.ArrowInvalid as exc:
-            if "UTF8" in str(exc):
-                self._decode(sample, path, first_line)
-            raise _corrupt(path, f"the first MiB (lines from {first_line})", exc) from exc
-        binary = [f.name for f in table.schema if pa.types.is_binary(f.type) and f.name not in given]
-        if binary and self._encoding.replace("-", "").lower() in ("utf8", "utf8sig"):
-            self._decode(sample, path, first_line)
-        return table.schema
 
     def _check_names(self, good: Sequence[_FileInfo]) -> list[str]:
         with_names = [info for info in good if info.names]
@@ -818,70 +365,6 @@ class CsvSource:
             }
         return self._fingerprint
 
-
-def _unify_types(good: Sequence[_FileInfo], columns: Sequence[str], user: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
-    """One type per column: the user's, else the widest sampled (int + float -> float64; else text)."""
-    types: dict[str, pa.DataType] = {}
-    for name in columns:
-        if name in user:
-            types[name] = user[name]
-            continue
-        seen = {info.sample.field(name).type for info in good if info.sample is not None and name in info.sample.names}
-        seen.discard(pa.null())
-        if not seen:
-            types[name] = pa.string()  # empty everywhere in the samples: text keeps any value
-        elif len(seen) == 1:
-            types[name] = seen.pop()
-        elif all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in seen):
-            types[name] = pa.float64()
-        else:
-            types[name] = pa.string()
-    return types
-
-
-def _value_bytes(kind: pa.DataType) -> int:
-    """Bytes a value takes in a chunk: fixed-width types their width, text an object pointer and a string."""
-    try:
-        return max(1, kind.bit_width // 8)
-    except ValueError:
-        return 56
-
-
-def _check_encoding(encoding: str) -> None:
-    try:
-        codecs.lookup(encoding)
-    except LookupError as exc:
-        raise ValueError(f"Unknown encoding {encoding!r}") from exc
-    if '\n\r",;|\t'.encode(encoding, errors="replace").removeprefix(_BOM) != b'\n\r",;|\t':
-        raise ValueError(
-            describe(
-                f"encoding {encoding!r} does not write ASCII punctuation as single ASCII bytes",
-                expected="an ASCII-compatible encoding (utf-8, latin-1, cp1252, ...), which the row-count scan needs",
-                fix="transcode the file first, e.g. iconv -f utf-16 -t utf-8",
-            )
-        )
-
-
-def _corrupt(path: str, where: str, exc: Exception) -> CorruptFileError:
-    return CorruptFileError(
-        describe(
-            "Could not read a CSV file (truncated or corrupt compressed data, or unreadable)",
-            where=f"{path}, {where}",
-            found=f"{type(exc).__name__}: {exc}",
-            fix="re-create the file, or pass on_error='skip' to leave it out and report it",
-        )
-    )
-
-
-def _quote_error(path: str, exc: UnbalancedQuote) -> DataError:
-    return DataError(
-        describe(
-            f"A CSV file has {exc}",
-            where=f"{path}, line {exc.line}",
-            expected="quotes only around whole fields, closed before the end of the file",
-            fix="quote the whole field (and double quotes inside it), or pass quote_char=None if the file does not quote fields",
-        )
-    )
 
 
 def read_csv(

@@ -1,0 +1,250 @@
+"""One CSV fragment: a byte range of whole records, parsed by pyarrow into a chunk.
+
+Owns reading a fragment: its bytes (a plain file's range, a gzip range
+resumed from its checkpoint, or a whole bz2/zstd stream), the pyarrow parse
+with the options fixed when the source opened, ragged rows (reported and
+skipped, or raised), and, only when a message needs them, physical line
+numbers and the first value that does not convert to its column's type.
+Fragments are read in parallel threads, independently of the source that
+made them, so this module needs nothing from ``csv.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.compute as pc
+
+from ..core import Chunk
+from ..errors import CorruptFileError, DataError, SkippedUnit, describe
+from . import _inflate
+from ._arrow import table_to_chunk
+from ._csv_files import _open_stream
+from ._csv_options import _Options, first_bad_encoding
+from ._csv_scan import record_lines
+
+
+@dataclass(frozen=True)
+class _CsvWhere:
+    """Where a table came from, for ``_arrow``'s null messages: file and physical line."""
+
+    path: str
+    line_of: Callable[[int], int]
+    row_group: None = None
+    first_row: int = 0
+    missing_columns: frozenset = frozenset()
+    locate: Callable[[int], int] | None = None
+
+    def row(self, index: int) -> str:
+        within = self.locate(index) if self.locate is not None else index
+        return f"{self.path}, line {self.line_of(within)} (data row {self.first_row + within} of the file)"
+
+
+@dataclass(frozen=True)
+class CsvFragment:
+    """Whole records ``[start, end)`` of one file (decompressed bytes for gzip; ``end=None``: to the end of a bz2/zstd stream)."""
+
+    key: str
+    num_rows: int
+    path: str
+    start: int
+    end: int | None
+    first_line: int
+    first_row: int
+    _names: tuple[str, ...]
+    _codec: str | None
+    _quoted_newlines: bool
+    _options: _Options = field(repr=False)
+    _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def location(self) -> str:
+        return f"lines from {self.first_line}, {self.num_rows} rows"
+
+    # ---------------------------------------------------------------- reading
+    def _bytes(self) -> bytes:
+        """This fragment's raw bytes (decompressed; a whole bz2/zstd file's: error paths only)."""
+        filesystem = self._options.filesystem
+        if self._codec == "gzip":
+            return self._gzip_range()
+        if self.end is not None:
+            with filesystem.open_input_file(self.path) as handle:
+                data = handle.read_at(self.end - self.start, self.start)
+                return data if isinstance(data, bytes) else data.to_pybytes()
+        with _open_stream(filesystem, self.path, self._codec) as stream:
+            stream.read(self.start)
+            return stream.read()
+
+    def _gzip_range(self) -> bytes:
+        assert self.end is not None
+        points = self._checkpoints or _inflate.Checkpoints()
+        return _inflate.read_range(lambda: self._options.filesystem.open_input_file(self.path), points, self.start, self.end)
+
+    def _source(self) -> Any:
+        filesystem = self._options.filesystem
+        if self._codec == "gzip":
+            return pa.BufferReader(self._gzip_range())
+        if self.end is not None:
+            with filesystem.open_input_file(self.path) as handle:
+                return pa.BufferReader(handle.read_at(self.end - self.start, self.start))
+        stream = _open_stream(filesystem, self.path, self._codec)
+        stream.read(self.start)  # the header (and a BOM): a few bytes
+        return stream
+
+    def _parse(self, source: Any, invalid: list, *, skip: bool, types: Mapping[str, pa.DataType] | None = None, strings_can_be_null: bool | None = None) -> pa.Table:
+        def handler(row: Any) -> str:
+            invalid.append((row.number, row.expected_columns, row.actual_columns, row.text))
+            return "skip" if skip else "error"
+
+        options = self._options
+        try:
+            return pacsv.read_csv(
+                source,
+                read_options=options.read_options(self._names),
+                parse_options=options.parse_options(handler, self._quoted_newlines),
+                convert_options=options.convert_options(types, strings_can_be_null=strings_can_be_null),
+            )
+        finally:
+            if hasattr(source, "close"):
+                source.close()
+
+    def read(self) -> Chunk:
+        options = self._options
+        invalid: list[tuple] = []
+        try:
+            table = self._parse(self._source(), invalid, skip=options.on_error == "skip")
+        except (pa.ArrowInvalid, UnicodeError) as exc:
+            raise self._explain(exc, invalid) from exc
+        except (OSError, _inflate.InflateError) as exc:
+            raise CorruptFileError(
+                describe(
+                    "Could not read a CSV file",
+                    where=f"{self.path}, {self.location}",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix="check the file (a truncated compressed file fails here), or pass on_error='skip' to leave it out",
+                )
+            ) from exc
+        if table.num_rows + len(invalid) != self.num_rows:
+            raise CorruptFileError(
+                describe(
+                    "pyarrow parsed a different number of records than the row-count scan found",
+                    where=f"{self.path}, {self.location}",
+                    expected=f"{self.num_rows} records",
+                    found=f"{table.num_rows} rows and {len(invalid)} ragged rows",
+                    fix="lone carriage returns as line ends, or a quote character in an unquoted field, cause this; "
+                    "convert line ends to \\n, or pass quote_char=None if the file does not quote fields",
+                )
+            )
+        lines = self._record_lines() if invalid else None
+        for number, expected, actual, text in invalid:
+            line = self._line(lines, number)
+            options.report.add(
+                SkippedUnit(self.path, f"line {line}", f"expected {expected} fields, found {actual}: {text[:200]!r}", 1)
+            )
+        bad_records = sorted(number - 1 for number, *_ in invalid if number is not None)
+        return table_to_chunk(table, options.policy, _CsvWhere(self.path, self._line_of_table_row(bad_records), first_row=self.first_row))
+
+    # ------------------------------------------------------------ explaining
+    def _record_lines(self) -> np.ndarray:
+        options = self._options
+        return record_lines(self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line)
+
+    @staticmethod
+    def _line(lines: np.ndarray, number: int | None) -> int | str:
+        if number is None or not 0 < number <= len(lines):
+            return "unknown"
+        return int(lines[number - 1])
+
+    def _line_of_table_row(self, bad_records: Sequence[int]) -> Callable[[int], int]:
+        """Table row -> physical line, computed only when a message asks."""
+
+        def line_of(index: int) -> int:
+            record = index
+            for bad in bad_records:  # the table lacks the skipped ragged records
+                if bad <= record:
+                    record += 1
+            return self._line(self._record_lines(), record + 1)
+
+        return line_of
+
+    def _explain(self, exc: Exception, invalid: list) -> Exception:
+        options = self._options
+        if invalid:  # the handler said "error": a ragged row
+            number, expected, actual, text = invalid[0]
+            return DataError(
+                describe(
+                    "A CSV row has the wrong number of fields",
+                    where=f"{self.path}, line {self._line(self._record_lines(), number)}",
+                    expected=f"{expected} fields, as in the header",
+                    found=f"{actual} fields: {text[:200]!r}",
+                    fix="repair the row (an unquoted delimiter in a value?), or pass on_error='skip' to skip such rows "
+                    "and report them",
+                )
+            )
+        if isinstance(exc, UnicodeError) or "UTF8" in str(exc) or "utf-8" in str(exc).lower():
+            data = self._bytes()
+            bad = first_bad_encoding(iter([data]), options.encoding)
+            line = "unknown" if bad is None else bad[0] + self.first_line - 1
+            found = f"bytes {bad[2]!r} that are not {options.encoding}" if bad else str(exc)
+            return DataError(
+                describe(
+                    f"A CSV file is not valid {options.encoding}",
+                    where=f"{self.path}, line {line}",
+                    found=found,
+                    fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
+                )
+            )
+        if "conversion error" in str(exc).lower():
+            return self._explain_conversion(exc)
+        return CorruptFileError(
+            describe(
+                "Could not parse a CSV file",
+                where=f"{self.path}, {self.location}",
+                found=f"{type(exc).__name__}: {exc}",
+                fix="check the file, or pass on_error='skip' to leave it out and report it",
+            )
+        )
+
+    def _explain_conversion(self, exc: Exception) -> Exception:
+        """Finds the first value that does not convert: re-read as text, bisect the casts."""
+        options = self._options
+        invalid: list = []
+        text = self._parse(pa.BufferReader(self._bytes()), invalid, skip=True, types={name: pa.string() for name in self._names}, strings_can_be_null=True)
+        found = None
+        for name, kind in options.types.items():
+            if name not in text.column_names or pa.types.is_string(kind):
+                continue
+            column = text[name].combine_chunks()
+            if _casts(column, kind):
+                continue
+            low, high = 0, len(column)  # column[:low] casts, column[:high] does not
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if _casts(column[:middle], kind) else (low, middle)
+            if found is None or low < found[0]:
+                found = (low, name, kind, column[low].as_py())
+        if found is None:
+            return CorruptFileError(describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc)))
+        index, name, kind, value = found
+        bad = sorted(number - 1 for number, *_ in invalid if number is not None)
+        return DataError(
+            describe(
+                f"Column {name!r} has a value that is not {kind}",
+                where=f"{self.path}, line {self._line_of_table_row(bad)(index)}",
+                expected=f"{kind} values (inferred from the first MiB of the files, or set in column_types)",
+                found=repr(value),
+                fix=f"pass column_types={{{name!r}: 'float64'}} (or 'string'), or repair the value",
+            )
+        )
+
+
+def _casts(column: pa.Array, kind: pa.DataType) -> bool:
+    try:
+        pc.cast(column, kind)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
