@@ -109,10 +109,13 @@ class Dataset:
     metrics: "bool | StageMetrics" = field(default=False, compare=False, repr=False)
     sampler: "BalancedSampler | None" = None
     _counts: dict = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ----------------------------------------------------------------- building
     def _with(self, **changes: Any) -> "Dataset":
-        return dataclasses.replace(self, **changes)
+        # ``_counts`` (rows after filters) carries over unless the ops change it;
+        # ``_memo`` (layout, plans) depends on every setting, so it starts afresh.
+        return dataclasses.replace(self, _memo={}, **changes)
 
     def map(self, fn: Callable[[Chunk], Chunk], *, name: str | None = None) -> "Dataset":
         """Applies ``fn`` to columns: per fragment before ``batch``, per batch after.
@@ -222,17 +225,29 @@ class Dataset:
         return EpochPlan(units=plan.units, unit_rows=tuple(self.sampler.unit_samples(plan.unit_rows)))
 
     def _read_plan(self, epoch: int) -> EpochPlan:
-        return make_epoch_plan(
-            self.fragment_rows(),
-            seed=self.seed if self.shuffled else None,
-            epoch=epoch,
-            window=self.layout().window,
-            shard_index=self.shard_index,
-            shard_count=self.shard_count,
-        )
+        # Computed once per epoch: Keras and the checkpoint callback ask for
+        # the step count every batch, and a plan permutes every fragment.
+        key = ("plan", epoch)
+        if key not in self._memo:
+            if len(self._memo) > 8:  # the layout and the last few epochs are all that is reused
+                self._memo.clear()
+            self._memo[key] = make_epoch_plan(
+                self.fragment_rows(),
+                seed=self.seed if self.shuffled else None,
+                epoch=epoch,
+                window=self.layout().window,
+                shard_index=self.shard_index,
+                shard_count=self.shard_count,
+            )
+        return self._memo[key]
 
     def layout(self) -> Layout:
         """Buffer sizes chosen for the memory limit, with their estimated bytes."""
+        if "layout" not in self._memo:
+            self._memo["layout"] = self._plan_layout()
+        return self._memo["layout"]
+
+    def _plan_layout(self) -> Layout:
         rows = [fragment.num_rows for fragment in self.source.fragments] or [0]
         fragment_rows = max(1.0, float(np.mean(rows)))
         return plan_layout(
