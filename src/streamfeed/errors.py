@@ -135,8 +135,13 @@ class BadInputReport:
         rows: int | None = None,
         cause: BaseException | None = None,
     ) -> None:
-        """Raises ``error`` under ``on_error="raise"``; otherwise records the unit as skipped."""
+        """Raises ``error`` under ``on_error="raise"``; otherwise records the unit as skipped.
+
+        Without ``cause`` the error is re-raised as it is, keeping its own chain.
+        """
         if on_error == "raise":
+            if cause is None:
+                raise error
             raise error from cause
         self.add(SkippedUnit(path, location, str(error), rows))
 

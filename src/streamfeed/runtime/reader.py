@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from ..core import Chunk, Fragment, chunk_len
-from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SkippedUnit
+from ..errors import BadInputReport, CorruptFileError, DataError, OnError
 
 if TYPE_CHECKING:
     from .metrics import StageMetrics
@@ -42,10 +42,8 @@ def read_fragment(
             chunk = op(chunk)
         return chunk
     except (CorruptFileError, DataError) as exc:
-        if on_error == "raise":
-            raise
         path, location = _report_location(fragment)
-        report.add(SkippedUnit(path, location, str(exc), fragment.num_rows))
+        report.reject(exc, on_error=on_error, path=path, location=location, rows=fragment.num_rows)
         return None
 
 
