@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
 
 import numpy as np
 
@@ -104,15 +104,13 @@ def _unit_pieces(
 ) -> Iterator[tuple[Chunk, int, int]]:
     """A unit's rows from ``offset`` as ``(piece, first row's index, unit rows)``.
 
-    Unshuffled, the pieces are views of the fragments' chunks. Shuffled,
-    each piece is gathered from the unit buffer, sized to complete the
-    batcher's next batch so that batches need no further copy.
+    Unshuffled, the pieces are views of the fragments' chunks. Shuffled (and
+    balanced, which implies shuffled), each piece is gathered from the unit
+    buffer in the unit's emission order, sized to complete the batcher's
+    next batch so that batches need no further copy.
     """
-    if dataset.sampler is not None and pieces:
-        yield from _sampled_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher)
-        return
     rows = sum(chunk_len(piece) for piece in pieces)
-    if rows <= offset:
+    if rows == 0:
         return
     if buffer is None:
         seen = 0
@@ -123,44 +121,43 @@ def _unit_pieces(
                 yield slice_chunk(piece, skip, size), seen + skip, rows
             seen += size
         return
+    emission = _emission_order(dataset, epoch, unit_index, pieces, rows, offset)
+    if emission is None:
+        return
+    order, record = emission
     buffer.load(pieces)
     pieces.clear()  # the buffer holds the rows now: free the window's fragments before gathering
-    order = unit_permutation(rows, seed=dataset.seed, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
     sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
     for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
-        yield piece, piece_start, rows
+        if record is not None:
+            record(order[piece_start : piece_start + chunk_len(piece)])
+        yield piece, piece_start, len(order)
 
 
-def _sampled_pieces(
-    dataset: "Dataset",
-    epoch: int,
-    unit_index: int,
-    pieces: list[Chunk],
-    offset: int,
-    buffer: UnitBuffer | None,
-    batcher: Batcher | None,
-) -> Iterator[tuple[Chunk, int, int]]:
-    """Like the shuffled path, but emits the balanced sampler's draw for this unit.
+def _emission_order(
+    dataset: "Dataset", epoch: int, unit_index: int, pieces: list[Chunk], rows: int, offset: int
+) -> tuple[np.ndarray, Callable[[np.ndarray], None] | None] | None:
+    """The unit's row indices in the order they are emitted, and what to record; None if none remain.
 
-    The draw (``k_u`` indices with replacement, ``k_u`` fixed by the plan)
-    replaces the permutation; it is seeded per unit, so resuming at
-    ``offset`` re-draws the same indices and skips the first ``offset``.
+    Shuffled, a seeded permutation of the unit. Balanced, the sampler's
+    draw (``k_u`` indices with replacement, ``k_u`` fixed by the plan); it
+    too is seeded per unit, so resuming at ``offset`` re-draws the same
+    indices and skips the first ``offset``.
     """
     sampler = dataset.sampler
+    if sampler is None:
+        if rows <= offset:
+            return None
+        return unit_permutation(rows, seed=dataset.seed, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index), None
     unit_rows = dataset.epoch_plan(epoch).unit_rows
     samples = unit_rows[unit_index]
     if offset == 0 and not any(unit_rows[:unit_index]):
         sampler.reset(epoch)  # the epoch (re)starts: a Keras peek must not count twice
     if samples <= offset:
-        return
+        return None
     labels = np.concatenate([sampler.label_column(piece) for piece in pieces])
     order = sampler.draw(labels, samples, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
-    buffer = buffer if buffer is not None else UnitBuffer()
-    buffer.load(pieces)
-    sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
-    for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
-        sampler.record(epoch, labels[order[piece_start : piece_start + chunk_len(piece)]])
-        yield piece, piece_start, samples
+    return order, lambda drawn: sampler.record(epoch, labels[drawn])
 
 
 def _measured(items: Iterable[T], metrics: "StageMetrics | None", stage: str) -> Iterable[T]:
