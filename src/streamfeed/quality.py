@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import require
 from .inspect.image_quality import image_quality
-from .inspect.report import _jsonable, progress
+from .inspect.report import _jsonable, arrow_to_numpy, progress
 
 logger = logging.getLogger("streamfeed")
 
@@ -170,10 +170,7 @@ def _chunks(data: Any, format_name: str | None) -> Iterator[tuple[dict[str, np.n
             column = batch.column(name)
             if pa.types.is_integer(column.type) and column.null_count:
                 column = column.cast(pa.float64())
-            try:
-                chunk[name] = column.to_numpy(zero_copy_only=False)
-            except (pa.ArrowInvalid, NotImplementedError):
-                chunk[name] = np.array(column.to_pylist(), dtype=object)
+            chunk[name] = arrow_to_numpy(column)
         yield chunk, nulls
 
 

@@ -7,11 +7,10 @@ import csv as pycsv
 import io
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..sources.csv import DEFAULT_NULL_VALUES, _codec, _read_head, read_csv
-from .report import Column, InspectReport, add_files, index_like, progress, sample_values, warn_index
+from .report import Column, InspectReport, add_files, arrow_to_numpy, index_like, progress, sample_values, warn_index
 
 _SAMPLE_BYTES = 1 << 20
 
@@ -51,7 +50,7 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
                 reader = pacsv.open_csv(stream, parse_options=options, convert_options=convert, read_options=pacsv.ReadOptions(block_size=_SAMPLE_BYTES))
                 for batch in reader:
                     if not sample:
-                        sample = {name: _numpy(batch.column(name)) for name in batch.schema.names}
+                        sample = {name: arrow_to_numpy(batch.column(name)) for name in batch.schema.names}
                     for name in batch.schema.names:
                         nulls[name] = nulls.get(name, 0) + batch.column(name).null_count
                     advance(batch.nbytes)
@@ -62,13 +61,6 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
         report.columns.append(Column(field.name, str(field.type), nulls=nulls.get(field.name), nulls_exact=full, samples=[] if values is None else sample_values(values, sample_rows)))
         if index_like(field.name, values):
             warn_index(report, field.name, first)
-
-
-def _numpy(column: pa.Array) -> np.ndarray:
-    try:
-        return column.to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, NotImplementedError):
-        return np.array(column.to_pylist(), dtype=object)
 
 
 def _encoding(head: bytes) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from ..memory import DEFAULT_MEMORY_LIMIT, plan_layout
 from ..sources._paths import resolve_files
 from ..sources.parquet import _partition_values
-from .report import Column, InspectReport, add_files, index_like, progress, sample_values, warn_index
+from .report import Column, InspectReport, add_files, arrow_to_numpy, index_like, progress, sample_values, warn_index
 
 _INDEX_PROBE_ROWS = 1000
 
@@ -22,10 +22,12 @@ def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: in
     fs = resolved.filesystem
     sizes = [info.size or 0 for info in fs.get_file_info(files)]
     add_files(report, files, sizes)
-    metas, schemas = [], []
+    metas, schemas, first = [], [], None
     with progress(len(files), "reading footers", enabled=None if full else False) as advance:
         for file in files:
             handle = pq.ParquetFile(file, filesystem=fs)
+            if first is None:  # kept for the sample rows: the footer is not read twice
+                first = handle
             metas.append(handle.metadata)
             schemas.append(handle.schema_arrow.remove_metadata())
             advance()
@@ -51,7 +53,7 @@ def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: in
     _check_drift(report, files, schemas)
     schema = _union(schemas)
     nulls = _null_counts(metas, schema.names)
-    sample = _sample(files[0], fs, schema, max(sample_rows, _INDEX_PROBE_ROWS)) if files else {}
+    sample = _sample(first, max(sample_rows, _INDEX_PROBE_ROWS)) if first is not None else {}
     for field in schema:
         values = sample.get(field.name)
         report.columns.append(
@@ -126,19 +128,11 @@ def _null_counts(metas: list, names: list[str]) -> dict[str, int]:
     return {name: count for name, count in counts.items() if name not in unknown and name in names}
 
 
-def _sample(file: str, fs, schema: pa.Schema, rows: int) -> dict[str, np.ndarray]:
-    handle = pq.ParquetFile(file, filesystem=fs)
+def _sample(handle: pq.ParquetFile, rows: int) -> dict[str, np.ndarray]:
     batch = next(handle.iter_batches(batch_size=rows), None)
     if batch is None:
         return {}
-    out = {}
-    for name in batch.schema.names:
-        column = batch.column(name)
-        try:
-            out[name] = column.to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, NotImplementedError):
-            out[name] = np.array(column.to_pylist(), dtype=object)
-    return out
+    return {name: arrow_to_numpy(batch.column(name)) for name in batch.schema.names}
 
 
 def _check_row_groups(report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, memory_limit: int | None) -> None:

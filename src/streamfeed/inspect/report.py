@@ -152,6 +152,16 @@ def warn_rare_classes(report: InspectReport, counts: dict[str, int], where: str)
         )
 
 
+def arrow_to_numpy(column: Any) -> np.ndarray:
+    """An Arrow array as NumPy; types NumPy cannot hold natively become an object array."""
+    import pyarrow as pa
+
+    try:
+        return column.to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, NotImplementedError):
+        return np.array(column.to_pylist(), dtype=object)
+
+
 def sample_values(values: np.ndarray, count: int) -> list:
     """Up to ``count`` values, JSON-able (arrays shown by shape, bytes shortened)."""
     out = []
