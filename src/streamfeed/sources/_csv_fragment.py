@@ -68,30 +68,27 @@ class CsvFragment:
     # ---------------------------------------------------------------- reading
     def _bytes(self) -> bytes:
         """This fragment's raw bytes (decompressed; a whole bz2/zstd file's: error paths only)."""
-        filesystem = self._options.filesystem
-        if self._codec == "gzip":
-            return self._gzip_range()
         if self.end is not None:
-            with filesystem.open_input_file(self.path) as handle:
-                data = handle.read_at(self.end - self.start, self.start)
-                return data if isinstance(data, bytes) else data.to_pybytes()
-        with _open_stream(filesystem, self.path, self._codec) as stream:
+            return self._range()
+        with _open_stream(self._options.filesystem, self.path, self._codec) as stream:
             stream.read(self.start)
             return stream.read()
 
-    def _gzip_range(self) -> bytes:
+    def _range(self) -> bytes:
+        """Bytes ``[start, end)`` of a plain file, or of a gzip file resumed from its checkpoint."""
         assert self.end is not None
-        points = self._checkpoints or _inflate.Checkpoints()
-        return _inflate.read_range(lambda: self._options.filesystem.open_input_file(self.path), points, self.start, self.end)
-
-    def _source(self) -> Any:
         filesystem = self._options.filesystem
         if self._codec == "gzip":
-            return pa.BufferReader(self._gzip_range())
+            points = self._checkpoints or _inflate.Checkpoints()
+            return _inflate.read_range(lambda: filesystem.open_input_file(self.path), points, self.start, self.end)
+        with filesystem.open_input_file(self.path) as handle:
+            data = handle.read_at(self.end - self.start, self.start)
+        return data if isinstance(data, bytes) else data.to_pybytes()
+
+    def _source(self) -> Any:
         if self.end is not None:
-            with filesystem.open_input_file(self.path) as handle:
-                return pa.BufferReader(handle.read_at(self.end - self.start, self.start))
-        stream = _open_stream(filesystem, self.path, self._codec)
+            return pa.BufferReader(self._range())
+        stream = _open_stream(self._options.filesystem, self.path, self._codec)
         stream.read(self.start)  # the header (and a BOM): a few bytes
         return stream
 
