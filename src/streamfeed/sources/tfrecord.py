@@ -204,8 +204,7 @@ def _is_gzip(path: str, compression: Compression) -> bool:
 def scan_file(fs: pafs.FileSystem, path: str, *, compressed: bool, fragment_bytes: int) -> FileIndex:
     """The framing index of a file, from the cache when it has not changed."""
     info = fs.get_file_info(path)
-    mtime = info.mtime_ns if info.mtime_ns is not None else None
-    key = (type(fs).__name__, path, info.size, mtime, compressed, fragment_bytes)
+    key = (type(fs).__name__, path, info.size, info.mtime_ns, compressed, fragment_bytes)
     with _scan_lock:
         cached = _scan_cache.get(key)
     if cached is not None:
@@ -456,9 +455,7 @@ class TFRecordSource:
             found=f"{problem.problem}; {rest} are unreadable ({count}); {problem.index} records before it are intact",
             fix="rewrite or re-download the file, or pass on_error='skip' to read the intact records and report the rest",
         )
-        if on_error == "raise":
-            raise CorruptFileError(message)
-        self.report.add(SkippedUnit(index.path, rest, message, problem.records_lost))
+        self.report.reject(CorruptFileError(message), on_error=on_error, path=index.path, location=rest, rows=problem.records_lost)
 
     def _feature_specs(self, features: Mapping | None, good: Sequence[FileIndex], on_error: OnError) -> list[fmt.FeatureSpec]:
         """The spec given (checked against the first record) or inferred from it.
