@@ -50,7 +50,6 @@ from ..errors import (
     MissingDependencyError,
     OnError,
     SchemaError,
-    SkippedUnit,
     describe,
     require,
 )
@@ -77,6 +76,10 @@ class _Column:
     index: int | None = None  # position inside a PyTables values_block field
     dtype: np.dtype = np.dtype("f8")
     shape: tuple[int, ...] = ()  # per-row shape
+
+    @property
+    def row_bytes(self) -> int:
+        return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def label(self) -> str:
@@ -253,7 +256,7 @@ class _ProcessReader:
         from multiprocessing import shared_memory
 
         rows = stop - start
-        size = sum(rows * int(np.prod(c.shape, dtype=np.int64)) * c.dtype.itemsize for c in columns)
+        size = rows * sum(c.row_bytes for c in columns)
         if size == 0:
             return _empty_out(columns, rows)
         block = shared_memory.SharedMemory(create=True, size=size)
@@ -310,13 +313,13 @@ class HDF5Fragment:
             ) from exc
 
 
-def _fragment_rows(columns: Sequence[_Column], chunks: Mapping[str, int | None], rows_per_fragment: int | None) -> tuple[int, int]:
-    """(rows per fragment, alignment): a multiple of the widest column's chunk rows."""
-    widest = max(columns, key=lambda c: c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)))
+def _fragment_rows(columns: Sequence[_Column], chunks: Mapping[str, int | None], rows_per_fragment: int | None) -> int:
+    """Rows per fragment: a multiple of the widest column's chunk rows."""
+    widest = max(columns, key=lambda c: c.row_bytes)
     align = chunks.get(widest.dataset) or 1
-    row_bytes = sum(c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)) for c in columns) or 1
+    row_bytes = sum(c.row_bytes for c in columns) or 1
     target = rows_per_fragment or max(1, TARGET_FRAGMENT_BYTES // row_bytes)
-    return max(align, target // align * align), align
+    return max(align, target // align * align)
 
 
 class HDF5Source:
@@ -351,9 +354,7 @@ class HDF5Source:
                 with h5py.File(path, "r") as handle:
                     rows, chunks, columns = self._open_file(handle, path)
             except (SchemaError, CorruptFileError) as error:
-                if on_error == "raise":
-                    raise
-                self.report.add(SkippedUnit(path, "file", str(error), None))
+                self.report.reject(error, on_error=on_error, path=path)
                 continue
             except OSError as exc:  # h5py: not HDF5, truncated, zero bytes, unreadable
                 error = CorruptFileError(
@@ -465,7 +466,7 @@ class HDF5Source:
         return first_rows, chunks, columns
 
     def _split(self, path: str, rows: int, chunks: Mapping[str, int | None], columns: tuple[_Column, ...]) -> None:
-        size, _ = _fragment_rows(columns, chunks, self._rows_per_fragment)
+        size = _fragment_rows(columns, chunks, self._rows_per_fragment)
         for start in range(0, rows, size):
             stop = min(rows, start + size)
             self.fragments.append(
@@ -483,7 +484,7 @@ class HDF5Source:
     def row_bytes(self) -> float:
         if not self._columns:
             return 64.0
-        return float(max(8, sum(c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)) for c in self._columns)))
+        return float(max(8, sum(c.row_bytes for c in self._columns)))
 
     def fingerprint(self) -> dict:
         """Files (paths and sizes), columns and fragment boundaries; computed once."""
