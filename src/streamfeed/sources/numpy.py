@@ -71,6 +71,7 @@ class _Inflater:
         self.data_start = data_start
         self.compressed_size = compressed_size
         self._boundaries = sorted(set(boundaries))
+        self._boundary_set = frozenset(self._boundaries)
         self._positions = [0]
         self._states: dict[int, tuple[object, int]] = {0: (zlib.decompressobj(-15), 0)}
         self._lock = threading.Lock()
@@ -116,13 +117,6 @@ class _Inflater:
                         fix="rewrite the file, or pass on_error='skip' to leave these rows out and report them",
                     )
                 ) from exc
-
-    @property
-    def _boundary_set(self) -> frozenset[int]:
-        cached = getattr(self, "_set", None)
-        if cached is None:
-            cached = self._set = frozenset(self._boundaries)
-        return cached
 
     def _remember(self, pos: int, inflater: object, offset: int) -> None:
         with self._lock:
