@@ -143,7 +143,7 @@ def bench(
     if seconds <= 0 and not max_batches:
         raise ValueError("bench needs seconds > 0 or max_batches")
     metrics = StageMetrics()
-    with _Progress(progress, seconds, max_batches) as bar:
+    with _Progress(progress, max_batches) as bar:
         if model is None:
             batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, bar), None)
         else:
@@ -306,7 +306,7 @@ def _source_format(dataset: Any) -> str | None:
 class _Progress:
     """A rich progress bar over batches (or time), or nothing."""
 
-    def __init__(self, enabled: bool, seconds: float, max_batches: int | None) -> None:
+    def __init__(self, enabled: bool, max_batches: int | None) -> None:
         self.enabled, self.total = enabled, max_batches
         self._bar = self._task = None
 
