@@ -51,12 +51,11 @@ class _FragmentSummary:
         self.labels: dict[Any, int] = {}
 
 
-def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler | None = None) -> _FragmentSummary:
+def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler) -> _FragmentSummary:
     summary = _FragmentSummary()
     if chunk is None:
         return summary
     summary.rows = chunk_len(chunk)
-    sampler = sampler or PositionSampler(0, options["quantile_sample"])
     for name in names if names is not None else chunk:
         if name not in chunk:
             raise KeyError(describe(f"No column {name!r} in the data", expected=f"one of {sorted(chunk)}", fix="check columns= and label="))

@@ -21,7 +21,6 @@ import numpy as np
 
 from .sketches import _datasketches
 
-VALUE_TYPES = ("str", "int", "float", "bool", "bytes")
 HLL_LG_K = 12
 
 
