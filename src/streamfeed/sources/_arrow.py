@@ -71,10 +71,11 @@ class Where:
 
 
 def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa.Table:
-    """Raises on, drops or fills nulls and floating NaN, per the policy."""
-    if policy.nulls == "drop":
-        keep = _clean_rows(table)
-        return table if keep is None else table.filter(keep)
+    """Raises on or fills nulls and floating NaN, per the policy.
+
+    ``nulls="drop"`` is :func:`table_to_chunk`'s, which also keeps the
+    dropped rows' numbers for later error messages.
+    """
     for index, name in enumerate(table.column_names):
         column = table[name]
         bad = _bad_mask(column)
@@ -127,8 +128,7 @@ def _bad_mask(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
     has_nan = is_float and _may_have_nan(column) and bool(pc.any(pc.is_nan(column)).as_py())
     if not (has_null or has_nan):
         return None
-    mask = pc.is_null(column, nan_is_null=is_float)
-    return mask
+    return pc.is_null(column, nan_is_null=is_float)
 
 
 def _may_have_nan(column: pa.ChunkedArray) -> bool:
@@ -152,8 +152,6 @@ def column_to_numpy(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, wh
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return _pad_lists(column, name, policy, where)
     combined = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind):
-        return combined.to_numpy(zero_copy_only=False)
     return combined.to_numpy(zero_copy_only=False)
 
 
