@@ -101,11 +101,12 @@ class DataCheckpoint(keras.callbacks.Callback):
         # With steps_per_execution, `batch` is the last step of the execution,
         # numbered as if a short last execution were full, and the count
         # jumps: save whenever it passes a multiple of `every`.
-        before, self._trained = self._trained, min(batch + 1, self.dataset.num_batches)
+        epoch_batches = self.dataset.num_batches
+        before, self._trained = self._trained, min(batch + 1, epoch_batches)
         if self.every and self._trained // self.every > before // self.every:
             # After the epoch's last batch the data state is the next epoch's
             # start, so the Keras epoch to resume at is the next one too.
-            finished = self._trained >= self.dataset.num_batches
+            finished = self._trained >= epoch_batches
             self._save(keras_epoch=self._epoch + finished, trained=self._trained)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
