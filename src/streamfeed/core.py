@@ -87,11 +87,6 @@ def slice_chunk(chunk: Chunk, start: int, stop: int) -> Chunk:
     return {name: column[start:stop] for name, column in chunk.items()}
 
 
-def take_chunk(chunk: Chunk, indices: np.ndarray) -> Chunk:
-    """Rows at ``indices`` (a copy), in that order."""
-    return {name: np.take(column, indices, axis=0) for name, column in chunk.items()}
-
-
 def concat_chunks(chunks: Sequence[Chunk]) -> Chunk:
     """One chunk from several with the same columns (a copy unless there is one)."""
     if len(chunks) == 1:
