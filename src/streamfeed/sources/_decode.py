@@ -38,6 +38,7 @@ in a :class:`~streamfeed.errors.CorruptFileError` naming the file.
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
 from dataclasses import dataclass
@@ -89,16 +90,12 @@ class DecodeSpec:
         return (self.height, self.width, self.channels)
 
 
+@functools.cache
 def pillow():
-    """Pillow's ``Image`` module (the ``images`` extra), with every plugin registered."""
+    """Pillow's ``Image`` module (the ``images`` extra), with every plugin registered; imported once."""
     Image = require("PIL.Image", "images")
-    if not _PLUGINS_READY:
-        Image.init()  # registers WebP, TIFF, MPO (``open(formats=...)`` needs them registered)
-        _PLUGINS_READY.append(True)
+    Image.init()  # registers WebP, TIFF, MPO (``open(formats=...)`` needs them registered)
     return Image
-
-
-_PLUGINS_READY: list[bool] = []
 
 
 def _simplejpeg():
