@@ -55,9 +55,8 @@ def reader_for(format_name: str) -> Callable[..., Any]:
     """The ``read_<format>`` function; formats whose module is missing say so."""
     from importlib import import_module
 
-    module_name = {"images": "images"}.get(format_name, format_name)
     try:
-        module = import_module(f"streamfeed.sources.{module_name}")
+        module = import_module(f"streamfeed.sources.{format_name}")
     except ModuleNotFoundError as exc:
         raise ValueError(f"streamfeed cannot read {format_name!r} yet") from exc
     return getattr(module, f"read_{format_name}")
