@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -64,14 +65,24 @@ def files(path: Path) -> list[str]:
     return sorted(str(p) for p in Path(path).glob("*.parquet"))
 
 
-def warm_cache(path: Path) -> int:
-    """Reads every file once so that every approach starts with a warm page cache."""
+def warm_files(names) -> int:
+    """Reads every named file once so that every approach starts with a warm page cache."""
     total = 0
-    for name in files(path):
+    for name in names:
         with open(name, "rb") as handle:
             while block := handle.read(1 << 24):
                 total += len(block)
     return total
+
+
+def warm_cache(path: Path) -> int:
+    """Warms the page cache for the Parquet files of a generated data set."""
+    return warm_files(files(path))
+
+
+def command_line() -> str:
+    """How this benchmark was started, quoted for a shell."""
+    return shlex.join([sys.executable, *sys.argv])
 
 
 def peak_rss() -> int:

@@ -35,21 +35,19 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import resource  # noqa: E402
-import shlex  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
+
 SCRIPT = str(Path(__file__).resolve())
-N_FEATURES = 32
-COLUMNS = [f"f{i}" for i in range(N_FEATURES)] + ["y"]
-BATCH = 1024
-DEFAULT_DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "streamfeed" / "bench"
+N_FEATURES, COLUMNS, BATCH = C.N_FEATURES, C.COLUMNS, C.BATCH  # f0..f31 and y
 APPROACHES = {
     "streamfeed": "streamfeed read_csv().batch(1024) (incl. row-count scan)",
     "pandas": "pd.read_csv(chunksize) -> tf.data.from_generator",
@@ -137,53 +135,36 @@ def run_tf_textline(path: str) -> int:
 RUNNERS = {"streamfeed": run_streamfeed, "pandas": run_pandas, "tf_csvdataset": run_tf_csvdataset, "tf_textline": run_tf_textline}
 
 
-def worker(approach: str, path: str) -> None:
-    started = time.perf_counter()
+def worker(approach: str, path: str) -> dict:
+    started = C.now()
     rows = RUNNERS[approach](path)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print("RESULT " + json.dumps({"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": peak}), flush=True)
-
-
-def run_worker(approach: str, path: Path, timeout: float) -> dict:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
-    try:
-        proc = subprocess.run(
-            [sys.executable, SCRIPT, "--worker", approach, str(path)], capture_output=True, text=True, timeout=timeout, env=env
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    return {"error": f"exit {proc.returncode}: " + " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])}
+    seconds = C.now() - started
+    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": C.peak_rss()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 k rows instead of 2 M")
     parser.add_argument("--rows", type=int, default=None)
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
     parser.add_argument("--only", nargs="*", choices=sorted(APPROACHES), default=None)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
     parser.add_argument("--worker", nargs=2, metavar=("APPROACH", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(*args.worker)
+        C.emit(worker(*args.worker))
         return 0
-    print("command: " + " ".join(shlex.quote(part) for part in [sys.executable, *sys.argv]), flush=True)
+    print("command: " + C.command_line(), flush=True)
     rows = args.rows or (200_000 if args.quick else 2_000_000)
     path = generate(args.data_dir, rows)
     size = path.stat().st_size
-    with open(path, "rb") as handle:  # warm the page cache for every approach alike
-        while handle.read(1 << 24):
-            pass
+    C.warm_files([path])  # warm the page cache for every approach alike
     print(f"data: {path} ({rows:,} rows x {len(COLUMNS)} columns, {size / 2**20:,.0f} MiB); "
           f"{platform.python_version()}, {os.cpu_count()} CPUs", flush=True)
     results = {}
     for approach in args.only or list(APPROACHES):
-        results[approach] = result = run_worker(approach, path, args.timeout)
+        results[approach] = result = C.run_worker(SCRIPT, [approach, str(path)], args.timeout)
         shown = result.get("error") or f"{result['rows_per_s']:,.0f} rows/s, peak RSS {result['peak_rss'] / 2**20:,.0f} MiB"
         print(f"  {approach:14s} {shown}", flush=True)
         if "rows" in result and result["rows"] != rows:

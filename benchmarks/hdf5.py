@@ -24,18 +24,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
-import resource
-import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+_HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
+
 SCRIPT = str(Path(__file__).resolve())
-DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "streamfeed" / "bench"
-N_FEATURES, CHUNK_ROWS, BATCH = 32, 65_536, 1024
+N_FEATURES, CHUNK_ROWS, BATCH = C.N_FEATURES, 65_536, C.BATCH
 APPROACHES = {
     "h5py_slices": "h5py ds[i:i+chunk] loop (limit)",
     "streamfeed": "streamfeed read_hdf5, threads",
@@ -48,10 +48,10 @@ def generate(rows: int, compression: str | None) -> Path:
     import h5py
     import numpy as np
 
-    path = DATA_DIR / f"hdf5-{rows}rows-c{CHUNK_ROWS}-{compression or 'none'}.h5"
+    path = C.DEFAULT_DATA_DIR / f"hdf5-{rows}rows-c{CHUNK_ROWS}-{compression or 'none'}.h5"
     if path.exists():
         return path
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    C.DEFAULT_DATA_DIR.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     rng = np.random.default_rng(0)
     weights = rng.standard_normal(N_FEATURES).astype(np.float32)
@@ -72,7 +72,7 @@ def worker(approach: str, path: str) -> dict:
 
     if approach != "h5py_slices":
         from streamfeed.sources.hdf5 import read_hdf5
-    started = time.perf_counter()
+    started = C.now()
     rows = 0
     if approach == "h5py_slices":
         with h5py.File(path, "r") as f:
@@ -87,16 +87,8 @@ def worker(approach: str, path: str) -> dict:
             for batch in it:
                 rows += len(batch["y"])
         ds.source.close()
-    seconds = time.perf_counter() - started
-    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-
-
-def run(approach: str, path: Path) -> dict:
-    proc = subprocess.run([sys.executable, SCRIPT, "--worker", approach, str(path)], capture_output=True, text=True, timeout=1800)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
+    seconds = C.now() - started
+    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": C.peak_rss()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,22 +100,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", nargs=2, metavar=("APPROACH", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print("RESULT " + json.dumps(worker(*args.worker)), flush=True)
+        C.emit(worker(*args.worker))
         return 0
     rows = args.rows or (200_000 if args.quick else 2_000_000)
-    print("command:", shlex.join([sys.executable, *sys.argv]))
+    print("command:", C.command_line())
     results = {}
     for compression in (None, "gzip"):
         path = generate(rows, compression)
-        with open(path, "rb") as handle:  # warm the page cache for every approach alike
-            while handle.read(1 << 24):
-                pass
+        C.warm_files([path])  # warm the page cache for every approach alike
         label = compression or "uncompressed"
         results[label] = {}
         print(f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, {rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)")
         print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'peak RSS MiB':>13s}")
         for approach, title in APPROACHES.items():
-            runs = [run(approach, path) for _ in range(args.repeat)]
+            runs = [C.run_worker(SCRIPT, [approach, str(path)], timeout=1800) for _ in range(args.repeat)]
             good = [r for r in runs if "error" not in r]
             best = max(good, key=lambda r: r["rows_per_s"]) if good else runs[0]
             results[label][approach] = best

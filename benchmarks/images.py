@@ -28,19 +28,21 @@ Images are generated once under ``~/.cache/streamfeed/bench/images/`` (or
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import resource
-import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
 
 SCRIPT = str(Path(__file__).resolve())
 BATCH = 64
 CLASSES = 10
-DEFAULT_DATA_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "streamfeed" / "bench" / "images"
+DEFAULT_DATA_DIR = C.DEFAULT_DATA_DIR / "images"
 TARGETS = {"fit_vs_idfd": 1.5, "iter_vs_limit": 0.9}
 
 
@@ -67,16 +69,6 @@ def list_files(path: Path) -> tuple[list[str], list[int]]:
     files = sorted(str(p) for p in Path(path).glob("*/*.jpg"))
     labels = [int(Path(f).parent.name.split("_")[1]) for f in files]
     return files, labels
-
-
-def warm(path: Path) -> None:
-    for name in list_files(path)[0]:
-        with open(name, "rb") as handle:
-            handle.read()
-
-
-def peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # ------------------------------------------------------------- approaches
@@ -178,25 +170,13 @@ LABELS = {
 }
 
 
-def worker(mode: str, approach: str, path: str, out: int) -> None:
+def worker(mode: str, approach: str, path: str, out: int) -> dict:
     path_ = Path(path)
-    warm(path_)
-    started = time.perf_counter()
+    C.warm_files(list_files(path_)[0])
+    started = C.now()
     count = ITERATE[approach](path_, out) if mode == "iter" else fit(path_, out, approach)
-    seconds = time.perf_counter() - started
-    print("RESULT " + json.dumps({"images": count, "seconds": seconds, "rate": count / seconds, "peak_rss": peak_rss()}), flush=True)
-
-
-def run_worker(mode: str, approach: str, path: Path, out: int, timeout: float) -> dict:
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
-    try:
-        proc = subprocess.run([sys.executable, SCRIPT, "--worker", mode, approach, str(path), str(out)], capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": f"exit {proc.returncode}: " + " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])}
+    seconds = C.now() - started
+    return {"images": count, "seconds": seconds, "rate": count / seconds, "peak_rss": C.peak_rss()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         mode, approach, path, out = args.worker
-        worker(mode, approach, path, int(out))
+        C.emit(worker(mode, approach, path, int(out)))
         return 0
 
     count = args.images or (1_000 if args.quick else 10_000)
     big_count = max(100, count // 5)
-    print("command:", shlex.join([sys.executable, *sys.argv]))
+    print("command:", C.command_line())
     print(f"cpus: {os.cpu_count()}  batch: {BATCH}  decoder: ", end="")
     from streamfeed.sources._decode import resolve_decoder
 
@@ -232,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             approaches = ["limit", "streamfeed", "idfd", "pydataset"] if mode == "iter" else ["streamfeed", "idfd", "pydataset"]
             for approach in approaches:
-                result = run_worker(mode, approach, path, out, args.timeout)
+                result = C.run_worker(SCRIPT, [mode, approach, str(path), str(out)], args.timeout, env={"KERAS_BACKEND": "tensorflow"})
                 results[f"{case}/{mode}/{approach}"] = result
                 if "error" in result:
                     rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  ERROR {result['error']}")

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         ideal = np.random.default_rng(7).permutation(args.rows)
         rows.append(("global permutation (ideal)", metrics(ideal, args.batch, args.row_group)))
     print(f"\n{args.rows:,} rows sorted by id, row groups of {args.row_group:,}, batch {args.batch}\n")
-    print(f"| method | spearman | mean_move | batch_spread | sources_per_batch |")
+    print("| method | spearman | mean_move | batch_spread | sources_per_batch |")
     print("|---|---:|---:|---:|---:|")
     for name, m in rows:
         print(f"| {name} | {m['spearman']:.3f} | {m['mean_move']:.3f} | {m['batch_spread']:.3f} | {m['sources_per_batch']:.1f} |")

@@ -34,20 +34,13 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # see tabular.py
 
 import argparse
+import importlib.util
 import json
 
+_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
 
-def _load_common():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-C = _load_common()
 SCRIPT = str(Path(__file__).resolve())
 APPROACHES = {
     "read": ("pyarrow scanner -> NumPy (read limit)", None),

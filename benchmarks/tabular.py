@@ -33,6 +33,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -40,18 +41,9 @@ import shlex
 import statistics
 import time
 
-
-def _load_common():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-C = _load_common()
+_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
 
 SCRIPT = str(Path(__file__).resolve())
 ITER_APPROACHES = {
@@ -341,7 +333,6 @@ def iter_worker(args) -> dict:
 def fit_worker(args) -> dict:
     """One backend, one approach, one steps_per_execution: warm-up fit, then one timed epoch."""
     import keras
-    import numpy as np
 
     assert keras.backend.backend() == args.backend, keras.backend.backend()
     path = Path(args.path)
