@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..core import NullPolicy
-from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
+from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, describe
 from . import _inflate
 from ._arrow import ColumnPolicy
 from ._csv_files import (
@@ -127,9 +127,9 @@ class CsvSource:
         good: list[_FileInfo] = []
         for path, result in zip(self.files, opened):
             if isinstance(result, Exception):
-                if on_error == "raise" or not isinstance(result, (CorruptFileError, DataError)):
+                if not isinstance(result, (CorruptFileError, DataError)):
                     raise result
-                self.report.add(SkippedUnit(path, "file", str(result), 0 if getattr(result, "rows_lost", None) == 0 else None))
+                self.report.reject(result, on_error=on_error, path=path, rows=getattr(result, "rows_lost", None))
             else:
                 good.append(result)
         names = self._check_names(good)
@@ -326,7 +326,6 @@ class CsvSource:
         except (OSError, _inflate.InflateError) as exc:
             raise _corrupt(path, "while indexing its compressed data", exc) from exc
 
-
     def _check_names(self, good: Sequence[_FileInfo]) -> list[str]:
         with_names = [info for info in good if info.names]
         if not with_names:
@@ -364,7 +363,6 @@ class CsvSource:
                 "delimiter": self.delimiter,
             }
         return self._fingerprint
-
 
 
 def read_csv(
