@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -31,6 +30,7 @@ def _names(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..inspect.report import progress
     from ..sources.detect import detect_format, reader_for
     from ..stats import compute_stats
 
@@ -45,14 +45,8 @@ def run(args: argparse.Namespace) -> int:
         distinct=args.distinct,
         threads=args.threads,
     )
-    if not args.quiet and sys.stderr.isatty():
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task("stats", total=len(dataset.source.fragments))
-            stats = compute_stats(dataset, progress=lambda done, total: bar.update(task, completed=done), **options)
-    else:
-        stats = compute_stats(dataset, **options)
+    with progress(len(dataset.source.fragments), "stats (fragments)", enabled=False if args.quiet else None) as advance:
+        stats = compute_stats(dataset, progress=lambda done, total: advance(), **options)
     stats.save(args.output)
     if not args.quiet:
         print(summary(stats, source_format, args.output))
