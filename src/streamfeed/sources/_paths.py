@@ -13,7 +13,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -54,8 +54,18 @@ def _filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
 
-def resolve_files(paths: PathLike, *, suffixes: tuple[str, ...], filesystem: pafs.FileSystem | None = None) -> ResolvedFiles:
-    """Expands paths, directories and globs into a sorted, de-duplicated file list."""
+def resolve_files(
+    paths: PathLike,
+    *,
+    suffixes: tuple[str, ...],
+    filesystem: pafs.FileSystem | None = None,
+    keep: Callable[[str], bool] | None = None,
+) -> ResolvedFiles:
+    """Expands paths, directories and globs into a sorted, de-duplicated file list.
+
+    Files found inside a directory are kept by ``suffixes`` and, when given,
+    by ``keep(base_name)``; files named explicitly or by a glob are always kept.
+    """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
         raise FileNotFoundError("No paths were given")
@@ -84,6 +94,7 @@ def resolve_files(paths: PathLike, *, suffixes: tuple[str, ...], filesystem: paf
                     if entry.type == pafs.FileType.File
                     and not any(_is_hidden(part) for part in entry.path[len(path) :].split("/") if part)
                     and (not suffixes or entry.path.lower().endswith(suffixes) or "." not in entry.base_name)
+                    and (keep is None or keep(entry.base_name))
                 ]
                 roots.append(path)
             else:

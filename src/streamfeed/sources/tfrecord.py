@@ -55,7 +55,7 @@ from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
 from . import _inflate
 from . import _tfrecord_format as fmt
-from ._paths import PathLike, _filesystem_for, resolve_files
+from ._paths import PathLike, resolve_files
 
 Compression = Literal["GZIP"] | None
 DEFAULT_FRAGMENT_BYTES = 16 << 20
@@ -357,24 +357,6 @@ class TFRecordFragment:
 
 
 # ----------------------------------------------------------------------- source
-def _resolve(paths: PathLike, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, list[str]]:
-    """Files, directories (TFRecord-named files only) and globs, sorted."""
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if not items:
-        raise FileNotFoundError("No paths were given")
-    fs, files = filesystem, []
-    for item in items:
-        resolved = resolve_files(item, suffixes=(), filesystem=filesystem)
-        fs = fs or resolved.filesystem
-        item_fs, path = _filesystem_for(os.fspath(item), filesystem)
-        info = item_fs.get_file_info(path)
-        if info.type == pafs.FileType.Directory:
-            files.extend(f for f in resolved.files if _TFRECORD_NAME.search(f.rsplit("/", 1)[-1]))
-        else:
-            files.extend(resolved.files)
-    return fs, sorted(set(files))
-
-
 class TFRecordSource:
     """Opens TFRecord input: framing scans, record-range fragments, the feature spec."""
 
@@ -394,7 +376,9 @@ class TFRecordSource:
         if fragment_bytes < 1:
             raise ValueError(f"fragment_bytes must be >= 1, got {fragment_bytes}")
         self.report = report or BadInputReport()
-        self.filesystem, files = _resolve(paths, filesystem)
+        # a directory contributes only TFRecord-named files; explicit files and globs all count
+        resolved = resolve_files(paths, suffixes=(), filesystem=filesystem, keep=lambda name: bool(_TFRECORD_NAME.search(name)))
+        self.filesystem, files = resolved.filesystem, list(resolved.files)
         gzip = {path: _is_gzip(path, compression) for path in files}
 
         def scan(path: str) -> FileIndex | Exception:
