@@ -74,6 +74,15 @@ class DemoResult:
     final_loss: float
 
 
+def build_model(features: int):
+    """The demo's model: Dense(16, relu) -> Dense(1), Adam, MSE (``streamfeed bench --model demo`` uses it too)."""
+    import keras
+
+    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
 def run(*, rows: int, features: int, epochs: int, batch_size: int, data_dir: Path | None, memory_limit: int | None, verbose: int = 1) -> DemoResult:
     """Generates (or reuses) the data and trains for ``epochs`` epochs."""
     import keras
@@ -85,8 +94,7 @@ def run(*, rows: int, features: int, epochs: int, batch_size: int, data_dir: Pat
     size = sum(path.stat().st_size for path in directory.glob("*.parquet"))
     dataset = sf.read_parquet(directory, columns=[f"f{i}" for i in range(features)] + ["y"]).shuffle(seed=0)
     dataset = dataset.batch(batch_size).with_options(memory_limit=memory_limit)
-    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
-    model.compile(optimizer="adam", loss="mse")
+    model = build_model(features)
     train = dataset.to_keras(label="y", model=model)
     logger.info("%d rows, %d batches per epoch, layout %s", dataset.num_rows(), len(train), dataset.layout())
     started = time.perf_counter()

@@ -42,8 +42,10 @@ def run(args: argparse.Namespace) -> int:
     model = features = None
     if args.model == "demo":
         choose_keras_backend()
+        from ..demo import build_model
+
         features = [name for name in dataset.source.column_names if name != args.label and name not in ("id", "index")]
-        model = demo_model(len(features))
+        model = build_model(len(features))
     from ..diagnostics import bench
 
     report = bench(
@@ -62,12 +64,3 @@ def run(args: argparse.Namespace) -> int:
 
         (Console() if sys.stdout.isatty() else Console(width=130)).print(report.render())
     return 0
-
-
-def demo_model(features: int):
-    """The demo's model: Dense(16, relu) → Dense(1), Adam, MSE (id columns are not features)."""
-    import keras
-
-    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
-    model.compile(optimizer="adam", loss="mse")
-    return model
