@@ -10,7 +10,7 @@ import collections
 import concurrent.futures
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from ..core import Chunk, Fragment, chunk_len
 from ..errors import BadInputReport, CorruptFileError, DataError, OnError
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .metrics import StageMetrics
 
 RowOp = Callable[[Chunk], Chunk]
+T = TypeVar("T")
 
 
 def read_fragment(
@@ -75,6 +76,35 @@ def _report_location(fragment: Fragment) -> tuple[str, str]:
     return path, f"row group {row_group}" if row_group is not None else f"fragment {fragment.key}"
 
 
+def in_order(
+    submit: Callable[[T], concurrent.futures.Future],
+    items: Iterable[T],
+    ahead: int,
+    *,
+    take: Callable[[collections.deque], Any] | None = None,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Iterator[Any]:
+    """Results of ``submit(item)`` for each item, in order, at most ``ahead`` in flight.
+
+    ``take`` gets the next result off the deque of pending futures (the
+    default waits on the first); iteration ends early once ``stopped()``.
+    """
+    pending: collections.deque[concurrent.futures.Future] = collections.deque()
+    upcoming = iter(items)
+
+    def submit_next() -> None:
+        for item in upcoming:
+            pending.append(submit(item))
+            return
+
+    for _ in range(max(1, ahead)):
+        submit_next()
+    while pending and not stopped():
+        result = take(pending) if take is not None else pending.popleft().result()
+        submit_next()
+        yield result
+
+
 class OrderedReader:
     """Yields fragment chunks in the given order, reading ``ahead`` at a time.
 
@@ -108,29 +138,12 @@ class OrderedReader:
         )
 
     def __iter__(self) -> Iterator[Chunk | None]:
-        pending: collections.deque[concurrent.futures.Future] = collections.deque()
-        upcoming = iter(self._order)
+        take = None if self._metrics is None else self._measured_result
+        return in_order(self._submit, self._order, self._ahead, take=take, stopped=self._stop.is_set)
 
-        def submit_next() -> None:
-            index = next(upcoming, None)
-            if index is not None:
-                pending.append(
-                    self._pool.submit(
-                        read_fragment,
-                        self._fragments[index],
-                        self._row_ops,
-                        self._on_error,
-                        self._report,
-                        self._metrics,
-                    )
-                )
-
-        for _ in range(self._ahead):
-            submit_next()
-        while pending and not self._stop.is_set():
-            chunk = pending.popleft().result() if self._metrics is None else self._measured_result(pending)
-            submit_next()
-            yield chunk
+    def _submit(self, index: int) -> concurrent.futures.Future:
+        fragment = self._fragments[index]
+        return self._pool.submit(read_fragment, fragment, self._row_ops, self._on_error, self._report, self._metrics)
 
     def _measured_result(self, pending: collections.deque) -> Chunk | None:
         """The next chunk, recording fragments ready/in flight and the wait for it."""

@@ -22,17 +22,16 @@ describe every row of the source after its per-fragment ``map``/``filter``.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import logging
 import os
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..core import chunk_len
 from ..errors import describe
-from ..runtime.reader import read_fragment
+from ..runtime.reader import in_order, read_fragment
 from .accumulate import DISTINCT_MODES, QUANTILE_METHODS, ColumnAccumulator, column_kind, dtype_name
 from .io import source_record
 from .result import ColumnStats, Stats
@@ -92,22 +91,6 @@ def _merge(total: _FragmentSummary, part: _FragmentSummary) -> int:
         total.labels[value] = total.labels.get(value, 0) + count
     samples = [a.sample for a in total.columns.values() if a.sample is not None]
     return int(max(s.threshold for s in samples)) if samples else NO_THRESHOLD
-
-
-def _ordered(pool: concurrent.futures.Executor, work: Callable, items: Sequence, ahead: int) -> Iterable:
-    """``work(item)`` for each item, results in order, at most ``ahead`` in flight."""
-    pending: collections.deque = collections.deque()
-    upcoming = iter(items)
-    for item in upcoming:
-        pending.append(pool.submit(work, item))
-        if len(pending) >= ahead:
-            break
-    while pending:
-        result = pending.popleft().result()
-        item = next(upcoming, None)
-        if item is not None:
-            pending.append(pool.submit(work, item))
-        yield result
 
 
 def compute_stats(
@@ -178,7 +161,7 @@ def compute_stats(
 
     total = _FragmentSummary()
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-stats") as pool:
-        for done, part in enumerate(_ordered(pool, work, list(enumerate(fragments)), 2 * threads), 1):
+        for done, part in enumerate(in_order(lambda item: pool.submit(work, item), list(enumerate(fragments)), 2 * threads), 1):
             state["threshold"] = _merge(total, part)
             if progress is not None:
                 progress(done, len(fragments))
