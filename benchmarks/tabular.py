@@ -418,7 +418,7 @@ def fit_worker(args) -> dict:
         "peak_rss": C.peak_rss(),
     }
     if args.approach.startswith("streamfeed"):
-        result["input_wait_s"] = inputs[0].wait_seconds  # summed over all fit epochs
+        result["input_wait_s"] = inputs[0].input_wait_seconds  # summed over all fit epochs
     return result
 
 

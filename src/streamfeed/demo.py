@@ -110,7 +110,7 @@ def run(*, rows: int, features: int, epochs: int, batch_size: int, data_dir: Pat
         rows_per_second=dataset.num_rows() * epochs / seconds,
         peak_rss_bytes=peak_rss_bytes(),
         estimated_pipeline_bytes=dataset.layout().estimated_bytes,
-        input_wait_share=train.wait_seconds / seconds,
+        input_wait_share=train.input_wait_seconds / seconds,
         final_loss=float(history.history["loss"][-1]),
     )
 

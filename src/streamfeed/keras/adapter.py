@@ -131,7 +131,7 @@ class KerasDataset(keras.utils.PyDataset):
         self._replay: collections.deque[tuple[Chunk, Position]] = collections.deque()
         self._stream_start: tuple[int, Position] | None = None
         self._checked = model is None
-        self.wait_seconds = 0.0
+        self._closed_wait_seconds = 0.0  # of streams already closed
 
     # ------------------------------------------------------------ PyDataset API
     @property
@@ -201,7 +201,7 @@ class KerasDataset(keras.utils.PyDataset):
 
     def _close_stream(self) -> None:
         if self._stream is not None:
-            self.wait_seconds += self._stream.wait_seconds
+            self._closed_wait_seconds += self._stream.wait_seconds
             self._stream.close()
             self._stream = None
         self._head, self._replay = [], collections.deque()
@@ -224,7 +224,7 @@ class KerasDataset(keras.utils.PyDataset):
 
         Monotonic: :class:`InputStallMonitor` takes its difference per epoch.
         """
-        return self.wait_seconds + (self._stream.wait_seconds if self._stream is not None else 0.0)
+        return self._closed_wait_seconds + (self._stream.wait_seconds if self._stream is not None else 0.0)
 
     # ------------------------------------------------------------------ state
     @property
