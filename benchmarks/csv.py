@@ -88,7 +88,7 @@ def generate(data_dir: Path, rows: int, seed: int = 0) -> Path:
 
 # =============================================================== the approaches
 def run_streamfeed(path: str) -> int:
-    from streamfeed.sources.csv import read_csv
+    from streamfeed.readers import read_csv
 
     ds = read_csv(path, count_cache=False).batch(BATCH)
     rows = 0

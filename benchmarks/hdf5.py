@@ -72,7 +72,7 @@ def worker(approach: str, path: str) -> dict:
     import h5py  # imports are not timed: streamfeed's (pyarrow) would dominate a quick run
 
     if approach != "h5py_slices":
-        from streamfeed.sources.hdf5 import read_hdf5
+        from streamfeed.readers import read_hdf5
     started = C.now()
     rows = 0
     if approach == "h5py_slices":

@@ -22,7 +22,7 @@ import pytest
 from factories import EMPTY_FACTORIES, FACTORIES  # one module per format, collected
 
 import streamfeed as sf
-from streamfeed.transforms.batch import PAD_MASK
+from streamfeed.runtime.batch import PAD_MASK
 
 Factory = Callable[[Path], "tuple[sf.Dataset, np.ndarray]"]
 
@@ -146,17 +146,17 @@ def test_resume_from_every_batch_boundary(factory: Factory, tmp_path, build):
     ds, _ = factory(tmp_path)
     pipeline = build(ds)
     epoch = 1
-    full, states = [], [pipeline.make_state(epoch, sf.Position())]
+    full, states = [], [pipeline.initial_state(epoch)]
     with pipeline.iter_epoch(epoch) as it:
         for batch in it:
             full.append({name: np.array(column, copy=True) for name, column in batch.items()})
-            states.append(json.loads(json.dumps(it.state())))  # JSON round trip, as a checkpoint would
+            states.append(json.loads(json.dumps(it.get_state())))  # JSON round trip, as a checkpoint would
     assert len(full) == pipeline.num_batches(epoch) >= 3
+    assert states.pop() == pipeline.initial_state(epoch + 1)  # after the last batch: the next epoch's start
     for done, state in enumerate(states):
-        resumed_epoch, position = pipeline.parse_state(state)
-        assert resumed_epoch == epoch
-        rest = run(pipeline.iter_epoch(resumed_epoch, start=position))
-        assert pipeline.num_batches(resumed_epoch, position) == len(rest) == len(full) - done
+        assert state["epoch"] == epoch
+        rest = run(pipeline.iter_epoch(state=state))
+        assert pipeline.num_batches(state=state) == len(rest) == len(full) - done
         assert_same_batches(rest, full[done:])
 
 
@@ -164,17 +164,18 @@ def test_resume_from_every_batch_boundary(factory: Factory, tmp_path, build):
 def test_resume_unbatched_from_every_chunk(factory: Factory, tmp_path):
     ds, expected = factory(tmp_path)
     pipeline = ds.shuffle(4, window=3)
-    chunks, positions = [], [sf.Position()]
+    chunks, positions, states = [], [sf.Position()], [pipeline.initial_state(0)]
     with pipeline.iter_epoch(0) as it:
         for chunk in it:
             chunks.append(np.array(chunk["id"], copy=True))
             positions.append(it.position)
+            states.append(it.get_state())
     assert_exactly_once(np.concatenate(chunks), expected)
     assert positions == sorted(positions) and len(set(positions)) == len(positions)
-    for done, position in enumerate(positions):
-        rest = real_ids(run(pipeline.iter_epoch(0, start=position)))
-        want = np.concatenate(chunks[done:]) if done < len(chunks) else np.zeros(0, dtype=np.int64)
-        np.testing.assert_array_equal(rest, want)
+    assert states.pop() == pipeline.initial_state(1)
+    for done, state in enumerate(states):
+        rest = real_ids(run(pipeline.iter_epoch(state=state)))
+        np.testing.assert_array_equal(rest, np.concatenate(chunks[done:]))
         assert pipeline.num_rows(0) - len(rest) == sum(len(c) for c in chunks[:done])
 
 
@@ -258,8 +259,7 @@ def test_empty_input_yields_nothing(factory: Factory, tmp_path):
     for pipeline in (ds, ds.shuffle(1), ds.batch(8), ds.batch(8, last_batch="pad"), ds.shard(1, 2).batch(3, last_batch="drop")):
         assert len(pipeline) == 0
         assert run(pipeline.iter_epoch(0)) == []
-        state = pipeline.make_state(0, sf.Position())
-        assert run(pipeline.iter_epoch(*pipeline.parse_state(state))) == []
+        assert run(pipeline.iter_epoch(state=pipeline.initial_state(0))) == []
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
@@ -268,7 +268,7 @@ def test_state_from_another_pipeline_is_rejected(factory: Factory, tmp_path):
     pipeline = ds.shuffle(1, window=2).batch(32)
     with pipeline.iter_epoch(0) as it:
         next(it)
-        state = it.state()
+        state = it.get_state()
     for other, differing in (
         (ds.shuffle(2, window=2).batch(32), "seed"),
         (ds.shuffle(1, window=3).batch(32), "window"),
@@ -276,8 +276,8 @@ def test_state_from_another_pipeline_is_rejected(factory: Factory, tmp_path):
         (ds.shuffle(1, window=2).shard(1, 2).batch(32), "shard"),
     ):
         with pytest.raises(sf.StateError) as excinfo:
-            other.parse_state(state)
+            other.iter_epoch(state=state)
         assert differing in str(excinfo.value)
-    outside = pipeline.make_state(0, sf.Position(len(pipeline.epoch_plan(0).units) + 1, 0))
-    with pytest.raises(sf.StateError):
-        run(pipeline.iter_epoch(*pipeline.parse_state(outside)))
+    outside = {**pipeline.initial_state(0), "unit": len(pipeline.epoch_plan(0).units) + 1}
+    with pytest.raises(sf.StateError, match="'unit'"):
+        run(pipeline.iter_epoch(state=outside))

@@ -3,72 +3,95 @@
     import streamfeed as sf
     train = sf.read_parquet("clicks/").shuffle(seed=1).batch(1024).to_keras(label="y")
     model.fit(train, epochs=3)
+
+Names load on first use (PEP 562): ``import streamfeed`` imports no source
+module, no Keras and no framework, so ``import streamfeed.pipeline`` costs
+only the pipeline's own layers, and ``sf.keras`` loads Keras when asked for.
 """
 
-from .core import Chunk, Fragment, Position, Source
-from .errors import (
-    BadInputReport,
-    CorruptFileError,
-    DataError,
-    ErrorBudgetExceeded,
-    SchemaError,
-    StateError,
-    StreamfeedError,
-)
-from .pipeline import Dataset, EpochIterator
-from .runtime.metrics import StageMetrics
-from .diagnostics import BenchReport, bench
-from .inspect import InspectReport, inspect
-from .quality import QualityReport, quality_report
-from .sampling import class_weights, with_class_weights
-from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
-from .sources import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
-from .writers.tfrecord import write_tfrecord
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# public name -> the module (relative to this package) that defines it
+_EXPORTS = {
+    "Chunk": ".core",
+    "Fragment": ".core",
+    "Position": ".core",
+    "Source": ".core",
+    "ArgumentError": ".errors",
+    "BadInputReport": ".errors",
+    "CorruptFileError": ".errors",
+    "DataError": ".errors",
+    "ErrorBudgetExceeded": ".errors",
+    "ErrorPolicy": ".errors",
+    "MemoryLimitError": ".errors",
+    "SchemaError": ".errors",
+    "StateError": ".errors",
+    "StreamfeedError": ".errors",
+    "Dataset": ".pipeline",
+    "EpochIterator": ".pipeline",
+    "StageMetrics": ".runtime.metrics",
+    "BenchReport": ".diagnostics",
+    "bench": ".diagnostics",
+    "InspectReport": ".inspect",
+    "inspect": ".inspect",
+    "QualityReport": ".inspect.quality",
+    "quality_report": ".inspect.quality",
+    "class_weights": ".sampling",
+    "with_class_weights": ".sampling",
+    "ColumnStats": ".stats",
+    "StaleStatsError": ".stats",
+    "Stats": ".stats",
+    "compute_stats": ".stats",
+    "read_csv": ".readers",
+    "read_hdf5": ".readers",
+    "read_images": ".readers",
+    "read_numpy": ".readers",
+    "read_parquet": ".readers",
+    "read_tfrecord": ".readers",
+    "write_tfrecord": ".writers.tfrecord",
+}
 
-def __getattr__(name: str):
-    # ``sf.keras`` imports Keras only when asked for: reading data needs no backend.
-    if name == "keras":
-        import importlib
+__all__ = sorted(_EXPORTS)
 
-        return importlib.import_module(".keras", __name__)
-    raise AttributeError(f"module 'streamfeed' has no attribute {name!r}")
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads the same names
+    from .core import Chunk, Fragment, Position, Source
+    from .diagnostics import BenchReport, bench
+    from .errors import (
+        ArgumentError,
+        BadInputReport,
+        CorruptFileError,
+        DataError,
+        ErrorBudgetExceeded,
+        ErrorPolicy,
+        MemoryLimitError,
+        SchemaError,
+        StateError,
+        StreamfeedError,
+    )
+    from .inspect import InspectReport, inspect
+    from .inspect.quality import QualityReport, quality_report
+    from .pipeline import Dataset, EpochIterator
+    from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_tfrecord
+    from .runtime.metrics import StageMetrics
+    from .sampling import class_weights, with_class_weights
+    from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
+    from .writers.tfrecord import write_tfrecord
 
 
-__all__ = [
-    "BadInputReport",
-    "BenchReport",
-    "ColumnStats",
-    "Chunk",
-    "CorruptFileError",
-    "DataError",
-    "Dataset",
-    "EpochIterator",
-    "ErrorBudgetExceeded",
-    "Fragment",
-    "InspectReport",
-    "Position",
-    "QualityReport",
-    "SchemaError",
-    "StaleStatsError",
-    "Source",
-    "StageMetrics",
-    "bench",
-    "class_weights",
-    "compute_stats",
-    "inspect",
-    "quality_report",
-    "StateError",
-    "Stats",
-    "StreamfeedError",
-    "read_csv",
-    "read_hdf5",
-    "read_images",
-    "read_numpy",
-    "read_parquet",
-    "read_tfrecord",
-    "with_class_weights",
-    "write_tfrecord",
-]
+def __getattr__(name: str) -> Any:
+    if name == "keras":  # ``sf.keras`` imports Keras only when asked for: reading data needs no backend
+        return import_module(".keras", __name__)
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'streamfeed' has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | {"keras"})

@@ -36,13 +36,25 @@ class Fragment(Protocol):
     def num_rows(self) -> int:
         """Rows this fragment yields (known before reading; from metadata)."""
 
+    @property
+    def path(self) -> str:
+        """The file it comes from: a bad-input report groups its entries by file."""
+
+    @property
+    def location(self) -> str:
+        """Where in that file, for people: ``"row group 3"``, ``"rows 0-4095"``."""
+
     def read(self) -> Chunk:
         """Reads the whole fragment. Raises a streamfeed error naming the file."""
 
 
 @runtime_checkable
 class Source(Protocol):
-    """Something that can be split into fragments with known row counts."""
+    """Something that can be split into fragments with known row counts.
+
+    This is everything the runtime asks of a source; there is no fallback
+    for a missing attribute.
+    """
 
     @property
     def fragments(self) -> Sequence[Fragment]:
@@ -51,6 +63,23 @@ class Source(Protocol):
     @property
     def column_names(self) -> list[str]:
         """Names of the columns every chunk will have."""
+
+    @property
+    def files(self) -> Sequence[str]:
+        """The files read (after any left out under ``on_error="skip"``)."""
+
+    @property
+    def row_bytes(self) -> float:
+        """Decoded bytes per row of the chosen columns: sizes every buffer to the memory limit."""
+
+    @property
+    def exact_counts(self) -> bool:
+        """Whether ``num_rows`` of every fragment is what reading yields.
+
+        False when rows can disappear only by reading (dropped nulls,
+        records skipped under ``on_error="skip"``): the dataset then counts
+        them in one pass before it promises a step count.
+        """
 
     def fingerprint(self) -> Mapping[str, Any]:
         """A small JSON-able identity (files, sizes) used to validate saved state."""

@@ -9,10 +9,10 @@ also subclass the matching builtin so that ``except ValueError`` and
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 OnError = Literal["raise", "skip"]
 
@@ -66,6 +66,29 @@ class MissingDependencyError(StreamfeedError, ImportError):
     """An optional dependency is not installed."""
 
 
+class ArgumentError(StreamfeedError, ValueError):
+    """An argument or option that cannot work, named with what it accepts."""
+
+
+class NotFoundError(StreamfeedError, FileNotFoundError):
+    """A path, file or directory that does not exist (or holds nothing to read)."""
+
+
+class OutputExistsError(StreamfeedError, FileExistsError):
+    """An output path that is already there and would be overwritten."""
+
+
+class UnknownNameError(StreamfeedError, KeyError):
+    """A column, class or statistic asked for by a name that is not there."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted, as a repr
+        return str(self.args[0]) if self.args else ""
+
+
+class MemoryLimitError(StreamfeedError, MemoryError):
+    """The pipeline cannot work within its memory limit."""
+
+
 def require(module: str, extra: str):
     """Imports an optional dependency, naming the pip extra when it is missing."""
     import importlib
@@ -91,45 +114,73 @@ class SkippedUnit:
     rows: int | None  # rows lost, when known
 
 
-@dataclass
-class ErrorBudget:
-    """How much input may be skipped before the run stops.
+class ErrorOptions(TypedDict, total=False):
+    """The bad-input keyword arguments every ``read_*`` function accepts (see :class:`ErrorPolicy`)."""
 
-    ``max_fraction`` is the share of rows lost; ``max_count`` the number of
-    skipped units. ``None`` means unlimited.
+    on_error: OnError
+    max_bad_fraction: float | None
+    max_bad_count: int | None
+    report_path: str | os.PathLike | None
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    """What happens to bad input, and how much of it may be skipped.
+
+    ``on_error="raise"`` (default) stops at the first bad unit with an
+    error naming it; ``"skip"`` leaves it out and records it in the
+    :class:`BadInputReport`, as long as the skipped share of rows stays
+    within ``max_bad_fraction`` and the number of skipped units within
+    ``max_bad_count`` (``None``: unlimited). With ``report_path`` every
+    entry is also appended to that file as a JSON line when it happens.
     """
 
-    max_fraction: float | None = None
-    max_count: int | None = None
+    on_error: OnError = "raise"
+    max_bad_fraction: float | None = None
+    max_bad_count: int | None = None
+    report_path: str | os.PathLike | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "skip"):
+            raise ValueError(describe("Unknown on_error", expected="'raise' or 'skip'", found=repr(self.on_error)))
+        if self.max_bad_fraction is not None and not 0.0 <= self.max_bad_fraction <= 1.0:
+            raise ValueError(
+                describe("max_bad_fraction is a share of rows", expected="a number in [0, 1]", found=repr(self.max_bad_fraction))
+            )
+        if self.max_bad_count is not None and self.max_bad_count < 0:
+            raise ValueError(describe("max_bad_count counts skipped units", expected="an integer >= 0", found=repr(self.max_bad_count)))
+
+    def new_report(self) -> "BadInputReport":
+        """An empty report that records skipped input under this policy."""
+        return BadInputReport(policy=self)
 
 
 @dataclass
 class BadInputReport:
     """A machine-readable, exact record of everything skipped.
 
-    Thread-safe: readers in several threads add to it. When ``path`` is set
+    It carries the :class:`ErrorPolicy` it enforces, so a source or reader
+    that finds bad input needs only the report. Thread-safe: readers in
+    several threads add to it. When the policy names a ``report_path``,
     every entry is also appended to that file as one JSON line, so nothing
     is lost if the process dies.
     """
 
+    policy: ErrorPolicy = field(default_factory=ErrorPolicy)
     total_rows: int | None = None
     total_files: int | None = None
-    budget: ErrorBudget = field(default_factory=ErrorBudget)
-    path: str | Path | None = None
     entries: list[SkippedUnit] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _seen: set = field(default_factory=set, repr=False)
 
-    @classmethod
-    def for_options(cls, max_bad_fraction: float | None, max_bad_count: int | None, report_path: str | Path | None) -> "BadInputReport":
-        """The report every ``read_*`` function builds from its error-budget options."""
-        return cls(budget=ErrorBudget(max_bad_fraction, max_bad_count), path=report_path)
+    @property
+    def on_error(self) -> OnError:
+        return self.policy.on_error
 
     def reject(
         self,
         error: StreamfeedError,
         *,
-        on_error: OnError,
         path: str,
         location: str = "file",
         rows: int | None = None,
@@ -139,7 +190,7 @@ class BadInputReport:
 
         Without ``cause`` the error is re-raised as it is, keeping its own chain.
         """
-        if on_error == "raise":
+        if self.policy.on_error == "raise":
             if cause is None:
                 raise error
             raise error from cause
@@ -159,7 +210,7 @@ class BadInputReport:
 
         A file that cannot be opened has no row count; it still counts, as
         its share of the files, so that a directory of corrupt files cannot
-        slip under ``max_fraction``.
+        slip under ``max_bad_fraction``.
         """
         rows = self.skipped_rows / self.total_rows if self.total_rows else 0.0
         unknown = sum(1 for entry in self.entries if entry.rows is None)
@@ -174,32 +225,32 @@ class BadInputReport:
                 return
             self._seen.add(key)
             self.entries.append(entry)
-            if self.path is not None:
-                with open(self.path, "a", encoding="utf-8") as out:
+            if self.policy.report_path is not None:
+                with open(self.policy.report_path, "a", encoding="utf-8") as out:
                     out.write(json.dumps(asdict(entry)) + "\n")
         self.check_budget()
 
     def check_budget(self) -> None:
         """Raises :class:`ErrorBudgetExceeded` if more was skipped than allowed."""
-        budget = self.budget
-        if budget.max_count is not None and self.skipped_units > budget.max_count:
+        policy = self.policy
+        if policy.max_bad_count is not None and self.skipped_units > policy.max_bad_count:
             raise ErrorBudgetExceeded(
                 describe(
                     "Too many bad inputs were skipped",
-                    expected=f"at most {budget.max_count} skipped units",
+                    expected=f"at most {policy.max_bad_count} skipped units",
                     found=f"{self.skipped_units}: {self.entries[-1]}",
-                    fix="inspect the files named in the report, or raise max_count",
+                    fix="inspect the files named in the report, or raise max_bad_count",
                 )
             )
-        if budget.max_fraction is not None and self.entries:
+        if policy.max_bad_fraction is not None and self.entries:
             fraction = self.skipped_fraction
-            if fraction > budget.max_fraction:
+            if fraction > policy.max_bad_fraction:
                 raise ErrorBudgetExceeded(
                     describe(
                         "Too much input was skipped",
-                        expected=f"at most {budget.max_fraction:.2%} of {self.total_rows} rows in {self.total_files} files",
+                        expected=f"at most {policy.max_bad_fraction:.2%} of {self.total_rows} rows in {self.total_files} files",
                         found=f"{fraction:.2%} ({self.skipped_rows} rows, {self.skipped_units} units); last: {self.entries[-1]}",
-                        fix="inspect the files named in the report, or raise max_fraction",
+                        fix="inspect the files named in the report, or raise max_bad_fraction",
                     )
                 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from .errors import describe
+from .errors import MemoryLimitError, describe
 
 DEFAULT_MEMORY_LIMIT = 512 * 2**20
 MAX_DEFAULT_WINDOW = 64
@@ -61,7 +61,7 @@ def plan_layout(
     limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
     largest = max(fragment_rows, largest_fragment_rows or 0.0)
     if 2 * row_bytes * largest > limit:
-        raise MemoryError(
+        raise MemoryLimitError(
             describe(
                 "A fragment is larger than the memory limit allows",
                 expected=f"fragments below {limit / 2**20:.0f} MiB / 2 (read, then converted)",
@@ -94,7 +94,7 @@ def plan_layout(
         elif depth > 2:
             depth -= 1
         else:
-            raise MemoryError(
+            raise MemoryLimitError(
                 describe(
                     "The pipeline cannot fit in its memory limit",
                     expected=f"at most {limit / 2**20:.0f} MiB",

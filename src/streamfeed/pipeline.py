@@ -4,8 +4,14 @@ Who owns what:
 
 - the **source** owns files, schema, fragments and their row counts;
 - the **plan** (``plan.py``) owns the order of fragments per epoch and shard;
-- this **Dataset** owns the settings (ops, shuffle, batch, shard, memory) and
-  nothing else: every method returns a new Dataset;
+- this **Dataset** owns the settings (ops, shuffle, batch, shard, memory):
+  they are frozen, and every method returns a new Dataset. It also carries
+  the run's :class:`BadInputReport` (shared with the datasets derived from
+  it, since they read the same input), a balanced sampler's tally, and
+  caches of its layout and plans;
+- for each epoch it resolves its settings into a frozen
+  :class:`~streamfeed.runtime.spec.EpochSpec`, which is all the runtime
+  (``runtime/``) reads: the runtime never calls back into the Dataset;
 - an **EpochIterator** owns the threads and buffers of one pass; it is the
   only thing that must be closed (``with``, ``close()``, or exhaustion).
 
@@ -27,21 +33,22 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 import numpy as np
 
 from .core import Chunk, Position, Source, chunk_len
-from .errors import BadInputReport, DataError, OnError, StateError, describe
+from .errors import BadInputReport, DataError, OnError, describe
 from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
+from .runtime.batch import PAD_MASK, LastBatch, num_batches
 from .runtime.epoch import produce_epoch
 from .runtime.reader import read_fragment
-from .transforms.batch import LastBatch, num_batches
+from .runtime.spec import EpochSpec, Op
+from .state import make_state, parse_state
 
 if TYPE_CHECKING:
     from .keras.adapter import KerasDataset
-    from .sampling import BalancedSampler
     from .runtime.metrics import StageMetrics
+    from .sampling import BalancedSampler
 
 logger = logging.getLogger("streamfeed")
-STATE_VERSION = 1
 
 
 def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
@@ -80,6 +87,17 @@ def _filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[
     return op
 
 
+def _keeping_pad_mask(pack: Op) -> Op:
+    """``pack`` for whole batches: the padding mask the batcher added passes through."""
+
+    def packed(batch: Chunk) -> Chunk:
+        out = pack(batch)
+        return {**out, PAD_MASK: batch[PAD_MASK]} if PAD_MASK in batch else out
+
+    packed.__name__ = getattr(pack, "__name__", "pack")
+    return packed
+
+
 @dataclass(frozen=True)
 class Dataset:
     """A description of how to stream a source; iterate it to run it.
@@ -91,13 +109,12 @@ class Dataset:
     """
 
     source: Source
-    on_error: OnError = "raise"
     report: BadInputReport = field(default_factory=BadInputReport)
-    row_ops: tuple[Callable[[Chunk], Chunk], ...] = ()
-    row_count_known: bool = True
-    batch_ops: tuple[Callable[[Chunk], Chunk], ...] = ()
-    seed: int | None = None
-    shuffled: bool = False
+    row_ops: tuple[Op, ...] = ()
+    filtered: bool = False  # a row op may drop rows: the epoch's rows are counted once
+    batch_ops: tuple[Op, ...] = ()
+    pack: Op | None = None  # set by the Keras adapter: runs after every user op
+    seed: int | None = None  # None: no shuffle
     window: int | None = None
     batch_size: int | None = None
     last_batch: LastBatch = "keep"
@@ -112,6 +129,15 @@ class Dataset:
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ----------------------------------------------------------------- building
+    @property
+    def on_error(self) -> OnError:
+        """``"raise"`` or ``"skip"``: the policy of this dataset's bad-input report."""
+        return self.report.on_error
+
+    @property
+    def shuffled(self) -> bool:
+        return self.seed is not None
+
     def _with(self, **changes: Any) -> "Dataset":
         # ``_counts`` (rows after filters) carries over unless the ops change it;
         # ``_memo`` (layout, plans) depends on every setting, so it starts afresh.
@@ -137,7 +163,7 @@ class Dataset:
         if self.batch_size is not None:
             raise ValueError("filter() must come before batch(): batches have a fixed size")
         op = _filtering(predicate, name or getattr(predicate, "__name__", "filter"))
-        return self._with(row_ops=self.row_ops + (op,), row_count_known=False, _counts={})
+        return self._with(row_ops=self.row_ops + (op,), filtered=True, _counts={})
 
     def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
         """Shuffles fragment order per epoch and rows within windows of fragments.
@@ -152,7 +178,7 @@ class Dataset:
             logger.info("unseeded shuffle: drew seed %d (pass seed=%d to reproduce this run)", seed, seed)
         if window is not None and window < 1:
             raise ValueError(f"window must be >= 1 fragment, got {window}")
-        return self._with(seed=int(seed), shuffled=True, window=window)
+        return self._with(seed=int(seed), window=window)
 
     def batch(self, batch_size: int, *, last_batch: LastBatch = "keep") -> "Dataset":
         """Groups rows into batches of exactly ``batch_size`` rows.
@@ -194,11 +220,21 @@ class Dataset:
             metrics=self.metrics if metrics is None else metrics,
         )
 
+    def with_packing(self, pack: Op) -> "Dataset":
+        """Sets the function that turns the user's columns into the model's arrays.
+
+        It runs after every user op: per fragment in the read threads when
+        there are no per-batch ops (so the shuffle moves one packed matrix),
+        otherwise per batch after them. The Keras adapter sets it; the
+        padding mask of ``last_batch="pad"`` passes through unchanged.
+        """
+        return self._with(pack=pack)
+
     # ------------------------------------------------------------------ sizing
     def fragment_rows(self) -> list[int]:
         """Rows each fragment yields after per-fragment ops (counted once if unknown)."""
         fragments = self.source.fragments
-        if self.row_count_known:
+        if self.source.exact_counts and not self.filtered:
             return [fragment.num_rows for fragment in fragments]
         if "rows" not in self._counts:
             self._counts["rows"] = self._count_rows()
@@ -211,7 +247,7 @@ class Dataset:
         logger.info("counting rows after filters: one pass over %d fragments", len(self.source.fragments))
 
         def count(fragment: Any) -> int:
-            chunk = read_fragment(fragment, self.row_ops, self.on_error, self.report)
+            chunk = read_fragment(fragment, self.row_ops, self.report)
             return 0 if chunk is None else chunk_len(chunk)
 
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
@@ -233,7 +269,7 @@ class Dataset:
                 self._memo.clear()
             self._memo[key] = make_epoch_plan(
                 self.fragment_rows(),
-                seed=self.seed if self.shuffled else None,
+                seed=self.seed,
                 epoch=epoch,
                 window=self.layout().window,
                 shard_index=self.shard_index,
@@ -251,7 +287,7 @@ class Dataset:
         rows = [fragment.num_rows for fragment in self.source.fragments] or [0]
         fragment_rows = max(1.0, float(np.mean(rows)))
         return plan_layout(
-            row_bytes=float(getattr(self.source, "row_bytes", 64.0)),
+            row_bytes=float(self.source.row_bytes),
             fragment_rows=fragment_rows,
             batch_rows=self.batch_size or int(fragment_rows),
             shuffled=self.shuffled,
@@ -266,29 +302,55 @@ class Dataset:
         """Rows this shard yields per epoch (before last-batch dropping)."""
         return self.epoch_plan(epoch).total_rows
 
-    def num_batches(self, epoch: int = 0, start: Position | None = None) -> int:
-        """Batches this shard yields in ``epoch`` from ``start`` (the whole epoch by default)."""
+    def num_batches(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> int:
+        """Batches this shard yields in ``epoch``, or from a saved ``state`` to its epoch's end."""
         if self.batch_size is None:
-            raise ValueError("num_batches needs batch(); use num_rows for an unbatched dataset")
+            raise ValueError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
+        epoch, start = self._start(epoch, state)
         plan = self.epoch_plan(epoch)
-        rows = plan.total_rows
-        if start is not None:
-            rows -= plan.rows_before(start.unit) + start.offset
+        rows = plan.total_rows - plan.rows_before(start.unit) - start.offset
         return num_batches(rows, self.batch_size, self.last_batch)
 
     def __len__(self) -> int:
         return self.num_batches() if self.batch_size else self.num_rows()
 
+    def epoch_spec(self, epoch: int) -> EpochSpec:
+        """This dataset resolved for one epoch: all the runtime reads (see ``runtime/spec.py``)."""
+        row_ops, batch_ops = self.row_ops, self.batch_ops
+        if self.pack is not None:
+            if batch_ops:
+                batch_ops = batch_ops + (_keeping_pad_mask(self.pack),)
+            else:
+                row_ops = row_ops + (self.pack,)
+        return EpochSpec(
+            epoch=epoch,
+            fragments=self.source.fragments,
+            plan=self.epoch_plan(epoch),
+            layout=self.layout(),
+            row_ops=row_ops,
+            batch_ops=batch_ops,
+            batch_size=self.batch_size,
+            last_batch=self.last_batch,
+            seed=self.seed,
+            shard_index=self.shard_index,
+            sampler=self.sampler,
+            report=self.report,
+        )
+
     # --------------------------------------------------------------- iterating
     def iter_epoch(
-        self, epoch: int = 0, start: Position | None = None, *, metrics: "bool | StageMetrics | None" = None
+        self, epoch: int = 0, *, state: Mapping[str, Any] | None = None, metrics: "bool | StageMetrics | None" = None
     ) -> "EpochIterator":
         """Starts the threads of one epoch; close the result (or use ``with``).
 
-        ``metrics`` (default: the dataset's ``with_options(metrics=)``) times
-        the stages; read them with :meth:`EpochIterator.metrics`.
+        With ``state`` (from :meth:`EpochIterator.get_state`), the epoch and
+        the position in it come from the state, which is checked against
+        this pipeline first. ``metrics`` (default: the dataset's
+        ``with_options(metrics=)``) times the stages; read them with
+        :meth:`EpochIterator.metrics`.
         """
-        return EpochIterator(self, epoch, start or Position(), metrics=self.metrics if metrics is None else metrics)
+        epoch, start = self._start(epoch, state)
+        return EpochIterator(self, epoch, start, metrics=self.metrics if metrics is None else metrics)
 
     def __iter__(self) -> "EpochIterator":
         return self.iter_epoch(0)
@@ -298,7 +360,7 @@ class Dataset:
         """What a saved state must match to be restored into this pipeline."""
         return {
             "source": dict(self.source.fingerprint()),
-            "seed": self.seed if self.shuffled else None,
+            "seed": self.seed,
             "window": self.layout().window,
             "batch_size": self.batch_size,
             "last_batch": self.last_batch,
@@ -306,26 +368,20 @@ class Dataset:
             **({"sampler": self.sampler.settings()} if self.sampler is not None else {}),
         }
 
-    def make_state(self, epoch: int, position: Position) -> dict:
-        """The JSON-able state: the epoch, a position in it, and the fingerprint."""
-        return {"version": STATE_VERSION, "epoch": int(epoch), **position.to_dict(), "fingerprint": self.fingerprint()}
+    def initial_state(self, epoch: int = 0) -> dict:
+        """The state at the start of ``epoch``: restoring it starts that epoch afresh."""
+        return self._make_state(epoch, Position())
 
-    def parse_state(self, state: Mapping[str, Any]) -> tuple[int, Position]:
-        """Validates a saved state against this pipeline; returns (epoch, position)."""
-        if state.get("version") != STATE_VERSION:
-            raise StateError(describe("Unknown iterator state version", expected=str(STATE_VERSION), found=str(state.get("version"))))
-        mine, theirs = self.fingerprint(), state.get("fingerprint")
-        if theirs != mine:
-            differing = sorted(k for k in mine if not theirs or mine[k] != theirs.get(k))
-            raise StateError(
-                describe(
-                    "The saved state belongs to a different pipeline",
-                    expected=f"the same {', '.join(differing)}",
-                    found=f"saved {[theirs.get(k) for k in differing] if theirs else None}, now {[mine[k] for k in differing]}",
-                    fix="restore with the same files, seed, shuffle window, batch size and shard",
-                )
-            )
-        return int(state["epoch"]), Position.from_dict(state)
+    def _make_state(self, epoch: int, position: Position) -> dict:
+        return make_state(epoch, position, self.fingerprint())
+
+    def _start(self, epoch: int, state: Mapping[str, Any] | None) -> tuple[int, Position]:
+        """Where an epoch starts: at its beginning, or where a saved state says (checked)."""
+        if state is None:
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise ValueError(describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch)))
+            return epoch, Position()
+        return parse_state(state, self.fingerprint(), self.epoch_plan)
 
     # --------------------------------------------------------------- balancing
     def balance(
@@ -389,8 +445,9 @@ class Dataset:
 class EpochIterator:
     """The running form of one epoch: yields batches (dicts of arrays).
 
-    ``position`` is where the next batch starts; ``state()`` the JSON-able
-    state to save. Owns a producer thread and a read pool: close it.
+    :meth:`get_state` is the JSON-able state to save: restoring it with
+    ``dataset.iter_epoch(state=...)`` continues with the next batch. Owns a
+    producer thread and a read pool: close it.
     """
 
     def __init__(self, dataset: Dataset, epoch: int, start: Position, *, metrics: "bool | StageMetrics" = False) -> None:
@@ -399,13 +456,14 @@ class EpochIterator:
         self.dataset = dataset
         self.epoch = epoch
         self.position = start
-        layout = dataset.layout()
+        spec = dataset.epoch_spec(epoch)
+        self._plan = spec.plan
         self._metrics = resolve(metrics)
         if self._metrics is not None:
-            self._metrics.start(layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
+            self._metrics.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
         self._background: BackgroundIterator[tuple[Chunk, Position]] = BackgroundIterator(
-            lambda stop: produce_epoch(dataset, epoch, start, stop, self._metrics),
-            depth=layout.prefetch,
+            lambda stop: produce_epoch(spec, start, stop, self._metrics),
+            depth=spec.layout.prefetch,
             name="streamfeed-epoch",
             metrics=self._metrics,
         )
@@ -426,8 +484,20 @@ class EpochIterator:
         """A snapshot of the stage metrics, or None when metrics are off."""
         return None if self._metrics is None else self._metrics.snapshot()
 
-    def state(self) -> dict:
-        return self.dataset.make_state(self.epoch, self.position)
+    def get_state(self) -> dict:
+        """The state after the last batch handed out.
+
+        Once no batch of this epoch is left (after its last batch, or before
+        rows that ``last_batch="drop"`` leaves out), it is the next epoch's
+        start, so that restoring it never yields an empty epoch.
+        """
+        plan, position = self._plan, self.position
+        rows_left = plan.total_rows - plan.rows_before(position.unit) - position.offset
+        size = self.dataset.batch_size
+        left = rows_left if size is None else num_batches(rows_left, size, self.dataset.last_batch)
+        if left == 0:
+            return self.dataset.initial_state(self.epoch + 1)
+        return self.dataset._make_state(self.epoch, self.position)
 
     def memory(self) -> dict[str, int]:
         """The pipeline's own buffer estimate next to the process's measured RSS."""

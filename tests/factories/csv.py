@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamfeed.sources.csv import read_csv
+from streamfeed.readers import read_csv
 
 
 def _frame(ids: np.ndarray) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from streamfeed.sources.hdf5 import read_hdf5
+from streamfeed.readers import read_hdf5
 
 
 def hdf5_chunked_gzip(tmp_path: Path):

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 import streamfeed as sf
-from streamfeed.sources.images import read_images
+from streamfeed.readers import read_images
 
 CLASS_SIZES = {"ant": 7, "bee": 95, "cat": 41, "dog": 112, "eel": 15}  # 270 images
 LOSSLESS = [("png", "PNG", {}), ("bmp", "BMP", {}), ("tiff", "TIFF", {}), ("webp", "WEBP", {"lossless": True}), ("gif", "GIF", {})]

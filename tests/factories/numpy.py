@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamfeed.sources.numpy import read_numpy
+from streamfeed.readers import read_numpy
 
 
 def _feature(ids: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamfeed.sources.tfrecord import read_tfrecord
+from streamfeed.readers import read_tfrecord
 from streamfeed.writers.tfrecord import write_tfrecord
 
 FEATURES = {"id": ("int64", ()), "x": ("float", ())}

@@ -21,7 +21,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.sources._csv_scan import Scanner, record_lines, scan_stream
-from streamfeed.sources.csv import read_csv
+from streamfeed.readers import read_csv
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +119,7 @@ def test_bz2_file_larger_than_a_fragment_warns_that_it_is_read_whole(tmp_path, c
 _MEASURE_GZIP = """
 import resource, sys
 import streamfeed.pipeline
-from streamfeed.sources.csv import read_csv
+from streamfeed.readers import read_csv
 
 def read(path):
     ds = read_csv(path, fragment_bytes=1 << 20, count_cache=False).with_options(read_threads=1)

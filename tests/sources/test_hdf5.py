@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from streamfeed.errors import CorruptFileError, SchemaError
-from streamfeed.sources.hdf5 import _pickled_names, read_hdf5
+from streamfeed.readers import read_hdf5
+from streamfeed.sources.hdf5 import _pickled_names
 
 
 def read_all(ds) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 import streamfeed as sf
-from streamfeed.sources.images import read_images
+from streamfeed.readers import read_images
 
 DECODERS = ["pillow", "simplejpeg"]
 
@@ -45,12 +45,19 @@ def halves(width: int = 64, height: int = 32) -> Image.Image:
 
 
 # ------------------------------------------------------------------- formats
+
+def opened(path) -> Image.Image:
+    """The image at ``path``, loaded and its file closed (an open handle would leak a ResourceWarning)."""
+    with Image.open(path) as image:
+        image.load()
+        return image
+
 def test_sixteen_bit_png_is_scaled_not_clipped(tmp_path):
     values = np.array([[0, 257, 32768, 65535]] * 4, dtype=np.uint16)
     image = Image.fromarray(values)
     assert image.mode.startswith("I;16")
     save(tmp_path / "c" / "deep.png", image, "PNG")
-    assert Image.open(tmp_path / "c" / "deep.png").mode.startswith("I;16")  # really 16-bit on disk
+    assert opened(tmp_path / "c" / "deep.png").mode.startswith("I;16")  # really 16-bit on disk
     as_uint8 = images(read_images(tmp_path, size=(4, 4), channels=1))["image"][0, 0, :, 0]
     np.testing.assert_array_equal(as_uint8, [0, 1, 128, 255])
     as_float = images(read_images(tmp_path, size=(4, 4), channels=3, dtype="float32"))["image"][0]
@@ -73,8 +80,8 @@ def test_exif_orientation_is_applied(tmp_path, decoder):
 def test_cmyk_and_progressive_jpeg(tmp_path, decoder):
     save(tmp_path / "c" / "cmyk.jpg", Image.new("CMYK", (16, 16), (0, 255, 255, 0)), "JPEG", quality=95)
     save(tmp_path / "c" / "progressive.jpg", Image.new("RGB", (64, 48), (10, 200, 30)), "JPEG", quality=95, progressive=True)
-    assert Image.open(tmp_path / "c" / "cmyk.jpg").mode == "CMYK"
-    assert Image.open(tmp_path / "c" / "progressive.jpg").info.get("progressive")
+    assert opened(tmp_path / "c" / "cmyk.jpg").mode == "CMYK"
+    assert opened(tmp_path / "c" / "progressive.jpg").info.get("progressive")
     columns = images(read_images(tmp_path, size=(8, 8), decoder=decoder))
     row = by_name(columns)
     np.testing.assert_allclose(columns["image"][row["cmyk.jpg"]].reshape(-1, 3).mean(0), [255, 0, 0], atol=6)
@@ -107,7 +114,7 @@ def test_palette_png_with_transparency(tmp_path):
     image.putpalette([255, 0, 0, 0, 0, 255] + [0] * 762)
     image.putpixel((0, 0), 1)
     save(tmp_path / "c" / "p.png", image, "PNG", transparency=0)
-    assert Image.open(tmp_path / "c" / "p.png").mode == "P"
+    assert opened(tmp_path / "c" / "p.png").mode == "P"
     rgb = images(read_images(tmp_path, size=(4, 4)))["image"][0]
     np.testing.assert_array_equal(rgb[0, 0], [0, 0, 255])
     np.testing.assert_array_equal(rgb[1, 1], [255, 0, 0])  # the transparent index keeps its colour
@@ -130,7 +137,7 @@ def test_dct_downscaling_matches_a_full_decode(tmp_path, decoder):
     rng = np.random.default_rng(0)
     smooth = Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).resize((256, 256), Image.BICUBIC)
     save(tmp_path / "c" / "big.jpg", smooth, "JPEG", quality=95)
-    full = np.asarray(Image.open(tmp_path / "c" / "big.jpg").convert("RGB"), dtype=np.float64)
+    full = np.asarray(opened(tmp_path / "c" / "big.jpg").convert("RGB"), dtype=np.float64)
     for side in (224, 32):
         got = images(read_images(tmp_path, size=(side, side), decoder=decoder))["image"][0].astype(np.float64)
         want = np.asarray(Image.fromarray(full.astype(np.uint8)).resize((side, side), Image.BILINEAR), dtype=np.float64)

@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from streamfeed.errors import CorruptFileError, SchemaError
-from streamfeed.sources.numpy import read_numpy
+from streamfeed.readers import read_numpy
 
 
 def read_all(ds) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ import tensorflow as tf  # the reference writer and reader; CI installs it
 import streamfeed as sf  # noqa: E402
 from streamfeed.errors import CorruptFileError, DataError, ErrorBudgetExceeded, SchemaError  # noqa: E402
 from streamfeed.sources import _tfrecord_format as fmt  # noqa: E402
-from streamfeed.sources.tfrecord import read_tfrecord  # noqa: E402
+from streamfeed.readers import read_tfrecord  # noqa: E402
 from streamfeed.writers.tfrecord import write_tfrecord  # noqa: E402
 
 SPEC = {"x": ("float", (4,)), "label": ("int64", ()), "name": ("bytes", ())}
@@ -250,7 +250,7 @@ def test_gzip_file_is_read_in_record_ranges_from_checkpoints(tmp_path):
 _MEASURE_GZIP = """
 import resource, sys
 import streamfeed.pipeline
-from streamfeed.sources.tfrecord import read_tfrecord
+from streamfeed.readers import read_tfrecord
 
 def read(path):
     ds = read_tfrecord(path, fragment_bytes=1 << 20).with_options(read_threads=1)

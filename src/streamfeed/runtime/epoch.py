@@ -1,7 +1,8 @@
 """The producer of one epoch: plan → read → assemble units → batch → batch ops.
 
-This function is the whole data path; the pipeline object only describes
-it. It runs in the background thread of :class:`BackgroundIterator`.
+This function is the whole data path. It reads only its
+:class:`~streamfeed.runtime.spec.EpochSpec` (never the ``Dataset`` that made
+it) and runs in the background thread of :class:`BackgroundIterator`.
 """
 
 from __future__ import annotations
@@ -9,18 +10,17 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar, cast
 
 import numpy as np
 
 from ..core import Chunk, Position, chunk_len, slice_chunk
-from ..errors import StateError, describe
-from ..transforms.batch import Batcher
-from ..transforms.shuffle import UnitBuffer, permuted_pieces, unit_permutation
+from .batch import Batcher
 from .reader import OrderedReader
+from .shuffle import UnitBuffer, permuted_pieces, unit_permutation
+from .spec import EpochSpec
 
 if TYPE_CHECKING:
-    from ..pipeline import Dataset
     from .metrics import StageMetrics
 
 T = TypeVar("T")
@@ -29,44 +29,32 @@ _UNBATCHED_PIECE_ROWS = 65_536
 
 
 def produce_epoch(
-    dataset: "Dataset", epoch: int, start: Position, stop: threading.Event, metrics: "StageMetrics | None" = None
+    spec: EpochSpec, start: Position, stop: threading.Event, metrics: "StageMetrics | None" = None
 ) -> Iterator[tuple[Chunk, Position]]:
-    """Yields ``(batch, position after it)`` for ``epoch`` from ``start``.
+    """Yields ``(batch, position after it)`` for the spec's epoch from ``start``.
 
+    ``start`` must lie inside the plan (the dataset checks restored states).
     Without a batch size, the "batches" are the read units' chunks as they
     come (sliced from ``start``), still positioned. With ``metrics``, the
     stages are timed from outside (ops wrapped, generators measured).
     """
-    plan = dataset.epoch_plan(epoch)
+    plan = spec.plan
     if metrics is not None:
-        dataset = dataset._with(
-            row_ops=tuple(metrics.timed_op(op, "fragment_ops") for op in dataset.row_ops),
-            batch_ops=tuple(metrics.timed_op(op, "batch_ops") for op in dataset.batch_ops),
-        )
-    if start.unit > len(plan.units) or (start.unit < len(plan.units) and start.offset > plan.unit_rows[start.unit]):
-        raise StateError(
-            describe(
-                "The saved position is outside this epoch",
-                expected=f"a unit < {len(plan.units)} and an offset within it",
-                found=str(start),
-                fix="restore state saved by the same pipeline (same files, seed, window, shards)",
-            )
-        )
-    layout = dataset.layout()
+        spec = spec.timed(metrics)
+    layout = spec.layout
     order = [index for unit in plan.units[start.unit :] for index in unit]
     reader = OrderedReader(
-        dataset.source.fragments,
+        spec.fragments,
         order,
-        row_ops=dataset.row_ops,
+        row_ops=spec.row_ops,
         threads=layout.read_threads,
         ahead=layout.read_ahead,
-        on_error=dataset.on_error,
-        report=dataset.report,
+        report=spec.report,
         stop=stop,
         metrics=metrics,
     )
-    batcher = Batcher(dataset.batch_size, dataset.last_batch) if dataset.batch_size else None
-    buffer = UnitBuffer() if dataset.shuffled else None
+    batcher = Batcher(spec.batch_size, spec.last_batch) if spec.batch_size else None
+    buffer = UnitBuffer() if spec.seed is not None else None
     chunks = iter(reader)
     try:
         for unit_index in range(start.unit, len(plan.units)):
@@ -78,24 +66,23 @@ def produce_epoch(
                 if chunk is not None:  # None: skipped under on_error="skip"
                     pieces.append(chunk)
             offset = start.offset if unit_index == start.unit else 0
-            unit_pieces = _unit_pieces(dataset, epoch, unit_index, pieces, offset, buffer, batcher)
+            unit_pieces = _unit_pieces(spec, unit_index, pieces, offset, buffer, batcher)
             for piece, piece_start, rows in _measured(unit_pieces, metrics, "assemble"):
                 if batcher is None:
                     end = piece_start + chunk_len(piece)
-                    yield _apply(dataset, piece), Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
+                    yield _apply(spec, piece), Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
                     continue
                 for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
-                    yield _apply(dataset, batch), position
+                    yield _apply(spec, batch), position
         if batcher is not None:
             for batch, position in _measured(batcher.finish(), metrics, "batch"):
-                yield _apply(dataset, batch), position
+                yield _apply(spec, batch), position
     finally:
         reader.close()
 
 
 def _unit_pieces(
-    dataset: "Dataset",
-    epoch: int,
+    spec: EpochSpec,
     unit_index: int,
     pieces: list[Chunk],
     offset: int,
@@ -121,7 +108,7 @@ def _unit_pieces(
                 yield slice_chunk(piece, skip, size), seen + skip, rows
             seen += size
         return
-    emission = _emission_order(dataset, epoch, unit_index, pieces, rows, offset)
+    emission = _emission_order(spec, unit_index, pieces, rows, offset)
     if emission is None:
         return
     order, record = emission
@@ -135,7 +122,7 @@ def _unit_pieces(
 
 
 def _emission_order(
-    dataset: "Dataset", epoch: int, unit_index: int, pieces: list[Chunk], rows: int, offset: int
+    spec: EpochSpec, unit_index: int, pieces: list[Chunk], rows: int, offset: int
 ) -> tuple[np.ndarray, Callable[[np.ndarray], None] | None] | None:
     """The unit's row indices in the order they are emitted, and what to record; None if none remain.
 
@@ -144,19 +131,20 @@ def _emission_order(
     too is seeded per unit, so resuming at ``offset`` re-draws the same
     indices and skips the first ``offset``.
     """
-    sampler = dataset.sampler
+    sampler, epoch = spec.sampler, spec.epoch
+    seed = cast(int, spec.seed)  # units are buffered (and so emitted here) only when shuffling
     if sampler is None:
         if rows <= offset:
             return None
-        return unit_permutation(rows, seed=dataset.seed, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index), None
-    unit_rows = dataset.epoch_plan(epoch).unit_rows
+        return unit_permutation(rows, seed=seed, epoch=epoch, shard_index=spec.shard_index, unit_index=unit_index), None
+    unit_rows = spec.plan.unit_rows
     samples = unit_rows[unit_index]
     if offset == 0 and not any(unit_rows[:unit_index]):
         sampler.reset(epoch)  # the epoch (re)starts: a Keras peek must not count twice
     if samples <= offset:
         return None
     labels = np.concatenate([sampler.label_column(piece) for piece in pieces])
-    order = sampler.draw(labels, samples, epoch=epoch, shard_index=dataset.shard_index, unit_index=unit_index)
+    order = sampler.draw(labels, samples, epoch=epoch, shard_index=spec.shard_index, unit_index=unit_index)
     return order, lambda drawn: sampler.record(epoch, labels[drawn])
 
 
@@ -181,7 +169,7 @@ def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Ite
 _DONE: object = object()
 
 
-def _apply(dataset: "Dataset", batch: Chunk) -> Chunk:
-    for op in dataset.batch_ops:
+def _apply(spec: EpochSpec, batch: Chunk) -> Chunk:
+    for op in spec.batch_ops:
         batch = op(batch)
     return batch

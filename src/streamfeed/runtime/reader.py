@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from ..core import Chunk, Fragment, chunk_len
-from ..errors import BadInputReport, CorruptFileError, DataError, OnError
+from ..errors import BadInputReport, CorruptFileError, DataError
 
 if TYPE_CHECKING:
     from .metrics import StageMetrics
@@ -25,15 +25,14 @@ T = TypeVar("T")
 def read_fragment(
     fragment: Fragment,
     row_ops: Sequence[RowOp],
-    on_error: OnError,
     report: BadInputReport,
     metrics: "StageMetrics | None" = None,
 ) -> Chunk | None:
     """Reads one fragment and applies the per-fragment ops.
 
-    Under ``on_error="skip"`` a fragment that cannot be read is recorded in
-    the report (with its row count) and ``None`` is returned; under
-    ``"raise"`` the error propagates, naming the fragment. With ``metrics``,
+    Under the report's ``on_error="skip"`` a fragment that cannot be read
+    is recorded in the report (with its row count) and ``None`` is
+    returned; under ``"raise"`` the error propagates, naming the fragment. With ``metrics``,
     the read (wall and CPU time, rows, bytes) is recorded; the ops are
     timed by their wrappers (:meth:`StageMetrics.timed_op`).
     """
@@ -43,8 +42,7 @@ def read_fragment(
             chunk = op(chunk)
         return chunk
     except (CorruptFileError, DataError) as exc:
-        path, location = _report_location(fragment)
-        report.reject(exc, on_error=on_error, path=path, location=location, rows=fragment.num_rows)
+        report.reject(exc, path=fragment.path, location=fragment.location, rows=fragment.num_rows)
         return None
 
 
@@ -56,24 +54,6 @@ def _timed_read(fragment: Fragment, metrics: "StageMetrics") -> Chunk:
     seconds, cpu = time.perf_counter() - started, time.thread_time() - cpu_started
     metrics.add("read", seconds, rows=chunk_len(chunk), nbytes=chunk_bytes(chunk), cpu_seconds=cpu)
     return chunk
-
-
-def _report_location(fragment: Fragment) -> tuple[str, str]:
-    """The file and the place in it that a skipped fragment covers.
-
-    The report's ``path`` must be a file, as for skipped files, so that
-    entries group by file. Fragments that know theirs say so with ``path``
-    and either ``location`` (e.g. ``"rows 0-4095"``) or, for Parquet,
-    ``row_group``; others are named by their key.
-    """
-    path = getattr(fragment, "path", None)
-    if path is None:
-        return fragment.key, "fragment"
-    location = getattr(fragment, "location", None)
-    if location is not None:
-        return path, location
-    row_group = getattr(fragment, "row_group", None)
-    return path, f"row group {row_group}" if row_group is not None else f"fragment {fragment.key}"
 
 
 def in_order(
@@ -120,7 +100,6 @@ class OrderedReader:
         row_ops: Sequence[RowOp],
         threads: int,
         ahead: int,
-        on_error: OnError,
         report: BadInputReport,
         stop: threading.Event,
         metrics: "StageMetrics | None" = None,
@@ -130,7 +109,6 @@ class OrderedReader:
         self._order = list(order)
         self._row_ops = row_ops
         self._ahead = max(1, ahead)
-        self._on_error = on_error
         self._report = report
         self._stop = stop
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -143,7 +121,7 @@ class OrderedReader:
 
     def _submit(self, index: int) -> concurrent.futures.Future:
         fragment = self._fragments[index]
-        return self._pool.submit(read_fragment, fragment, self._row_ops, self._on_error, self._report, self._metrics)
+        return self._pool.submit(read_fragment, fragment, self._row_ops, self._report, self._metrics)
 
     def _measured_result(self, pending: collections.deque) -> Chunk | None:
         """The next chunk, recording fragments ready/in flight and the wait for it."""

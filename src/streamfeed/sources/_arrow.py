@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+import numpy as np
 
 from ..core import Chunk, NullPolicy
 from ..errors import DataError, SchemaError, describe

@@ -34,7 +34,7 @@ _BOM = b"\xef\xbb\xbf"
 _CACHE_VERSION = 1
 
 
-def _codec(path: str) -> str | None:
+def file_codec(path: str) -> str | None:
     lower = path.lower()
     return next((codec for suffix, codec in COMPRESSION.items() if lower.endswith(suffix)), None)
 
@@ -48,7 +48,7 @@ def _open_stream(filesystem: pafs.FileSystem, path: str, codec: str | None):
     return filesystem.open_input_stream(path, compression=codec)
 
 
-def _read_head(filesystem: pafs.FileSystem, path: str, codec: str | None) -> bytes:
+def head_bytes(filesystem: pafs.FileSystem, path: str, codec: str | None) -> bytes:
     with _open_stream(filesystem, path, codec) as stream:
         return stream.read(HEAD_BYTES)
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+import numpy as np
 
 from ..core import Chunk
 from ..errors import CorruptFileError, DataError, SkippedUnit, describe
@@ -113,7 +114,7 @@ class CsvFragment:
         options = self._options
         invalid: list[tuple] = []
         try:
-            table = self._parse(self._source(), invalid, skip=options.on_error == "skip")
+            table = self._parse(self._source(), invalid, skip=options.report.on_error == "skip")
         except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._explain(exc, invalid) from exc
         except (OSError, _inflate.InflateError) as exc:

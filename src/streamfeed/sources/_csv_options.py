@@ -18,12 +18,13 @@ import io
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
-from ..errors import BadInputReport, DataError, OnError, SchemaError, describe
+import numpy as np
+
+from ..errors import BadInputReport, DataError, SchemaError, describe
 from ._arrow import ColumnPolicy
 from ._csv_files import _BOM, HEAD_BYTES, _corrupt, _FileInfo
 from ._csv_scan import Scanner
@@ -52,7 +53,6 @@ class _Options:
     columns: tuple[str, ...]
     types: Mapping[str, pa.DataType]
     policy: ColumnPolicy
-    on_error: OnError
     report: BadInputReport
 
     @property

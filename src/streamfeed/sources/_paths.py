@@ -9,11 +9,12 @@ files (``.crc``, ``_SUCCESS``, ``_metadata``) are left out.
 from __future__ import annotations
 
 import glob as globlib
+import hashlib
 import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -119,3 +120,13 @@ def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
     base = pattern.split("*")[0].rsplit("/", 1)[0]
     entries = fs.get_file_info(pafs.FileSelector(base, recursive=True))
     return [e.path for e in entries if e.type == pafs.FileType.File and fnmatch.fnmatch(e.path, pattern)]
+
+
+def file_digest(files: Iterable[tuple[str, int]], extra: Iterable[str] = ()) -> str:
+    """A short hash of ``(path, size)`` pairs and ``extra`` lines: a source's identity in saved state."""
+    digest = hashlib.sha1()
+    for path, size in files:
+        digest.update(f"{path}\0{size}\n".encode())
+    for line in extra:
+        digest.update(f"{line}\n".encode())
+    return digest.hexdigest()[:16]

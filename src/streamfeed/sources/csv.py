@@ -39,35 +39,61 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv as pycsv
-import hashlib
 import io
 import logging
-import os
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..core import NullPolicy
-from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, describe
+from ..errors import (
+    BadInputReport,
+    CorruptFileError,
+    DataError,
+    SchemaError,
+    describe,
+)
 from . import _inflate
 from ._arrow import ColumnPolicy
 from ._csv_files import (
-    _BOM, _CACHE_VERSION, COMPRESSION, HEAD_BYTES, SUFFIXES, _cached_scan, _codec, _corrupt, _FileInfo,
-    _open_stream, _quote_error, _read_head, _whole,
+    _BOM,
+    _CACHE_VERSION,
+    COMPRESSION,
+    HEAD_BYTES,
+    SUFFIXES,
+    _cached_scan,
+    _corrupt,
+    _FileInfo,
+    _open_stream,
+    _quote_error,
+    _whole,
+    file_codec,
+    head_bytes,
 )  # fmt: skip
 from ._csv_fragment import CsvFragment
 from ._csv_options import (
-    DEFAULT_NULL_VALUES, SNIFF_DELIMITERS, TypeSpec, _arrow_type, _check_encoding, _check_one_column, _csv_dialect,
-    _decode, _Options, _sample_types, _unify_types, _value_bytes, first_bad_encoding, sniff_delimiter,
+    DEFAULT_NULL_VALUES,
+    SNIFF_DELIMITERS,
+    TypeSpec,
+    _arrow_type,
+    _check_encoding,
+    _check_one_column,
+    _csv_dialect,
+    _decode,
+    _Options,
+    _sample_types,
+    _unify_types,
+    _value_bytes,
+    first_bad_encoding,
+    sniff_delimiter,
 )  # fmt: skip
 from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
-from ._paths import PathLike, resolve_files
+from ._paths import PathLike, file_digest, resolve_files
 
 # the public names this module has always offered, now partly defined beside it
 __all__ = [
     "COMPRESSION", "DEFAULT_FRAGMENT_BYTES", "DEFAULT_NULL_VALUES", "HEAD_BYTES", "SNIFF_DELIMITERS", "SUFFIXES",
-    "CsvFragment", "CsvSource", "TypeSpec", "first_bad_encoding", "read_csv", "sniff_delimiter",
+    "CsvFragment", "CsvSource", "TypeSpec", "first_bad_encoding", "sniff_delimiter",
 ]  # fmt: skip
 
 DEFAULT_FRAGMENT_BYTES = 16 << 20
@@ -95,7 +121,6 @@ class CsvSource:
         filesystem: pafs.FileSystem | None = None,
         policy: ColumnPolicy = ColumnPolicy(),
         count_cache: bool = True,
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
         threads: int = 4,
     ) -> None:
@@ -116,7 +141,7 @@ class CsvSource:
         if delimiter is None:
             first = next((path for path in self.files if self._size(path)), None)
             try:
-                head = _read_head(self.filesystem, first, _codec(first)) if first else b""
+                head = head_bytes(self.filesystem, first, file_codec(first)) if first else b""
             except (OSError, pa.ArrowInvalid):
                 head = b""  # opening the file below names what is wrong with it
             delimiter = sniff_delimiter(head, encoding, quote_char) if head else ","
@@ -129,7 +154,7 @@ class CsvSource:
             if isinstance(result, Exception):
                 if not isinstance(result, (CorruptFileError, DataError)):
                     raise result
-                self.report.reject(result, on_error=on_error, path=path, rows=getattr(result, "rows_lost", None))
+                self.report.reject(result, path=path, rows=getattr(result, "rows_lost", None))
             else:
                 good.append(result)
         names = self._check_names(good)
@@ -156,7 +181,6 @@ class CsvSource:
             columns=self._columns,
             types=types,
             policy=policy,
-            on_error=on_error,
             report=self.report,
         )
         self.fragments = [
@@ -183,6 +207,8 @@ class CsvSource:
         self.report.check_budget()
         self.row_bytes = float(sum(_value_bytes(kind) for kind in self.schema.types) or 8)
         self._fingerprint: dict | None = None
+        # Dropped null rows and skipped ragged lines are known only by parsing: count them once.
+        self.exact_counts = self.report.on_error == "raise" and policy.nulls != "drop"
 
     # ----------------------------------------------------------------- opening
     def _size(self, path: str) -> int:
@@ -195,12 +221,12 @@ class CsvSource:
             return exc
 
     def _open_file(self, path: str, user_types: Mapping[str, pa.DataType]) -> _FileInfo:
-        codec = _codec(path)
+        codec = file_codec(path)
         info = self.filesystem.get_file_info(path)
         quote = None if self._quote_char is None else ord(self._quote_char)
         delimiter = ord(self.delimiter)
         try:
-            head = _read_head(self.filesystem, path, codec)
+            head = head_bytes(self.filesystem, path, codec)
         except (OSError, pa.ArrowInvalid) as exc:
             raise _corrupt(path, "the start of the file", exc) from exc
         bom = len(_BOM) if head.startswith(_BOM) else 0
@@ -352,100 +378,12 @@ class CsvSource:
     def fingerprint(self) -> dict:
         """Files (paths and sizes, as opened), columns and delimiter; computed once."""
         if self._fingerprint is None:
-            digest = hashlib.sha1()
-            for info in self.filesystem.get_file_info(list(self.files)):
-                digest.update(f"{info.path}\0{info.size}\n".encode())
+            infos = self.filesystem.get_file_info(list(self.files))
             self._fingerprint = {
                 "format": "csv",
                 "files": len(self.files),
-                "digest": digest.hexdigest()[:16],
+                "digest": file_digest((info.path, info.size) for info in infos),
                 "columns": list(self._columns),
                 "delimiter": self.delimiter,
             }
         return self._fingerprint
-
-
-def read_csv(
-    paths: PathLike,
-    *,
-    delimiter: str | None = None,
-    header: bool = True,
-    column_names: Sequence[str] | None = None,
-    column_types: Mapping[str, TypeSpec] | None = None,
-    null_values: Sequence[str] | None = None,
-    strings_can_be_null: bool = False,
-    quote_char: str | None = '"',
-    encoding: str = "utf-8",
-    nulls: NullPolicy = "raise",
-    fill: Any = None,
-    columns: Sequence[str] | None = None,
-    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-    filesystem: pafs.FileSystem | None = None,
-    count_cache: bool = True,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams CSV data: a file, a directory, a glob or a list; plain or .gz/.bz2/.zst.
-
-    Args:
-        delimiter: one character; ``None`` (default) sniffs ``, ; tab |`` from
-            the first file. A first line that parses into one column but
-            contains another of these raises instead of yielding one column
-            of garbage.
-        header: the first record names the columns (default). Without it,
-            columns are ``column_names`` or ``f0, f1, ...``.
-        column_names: names to use instead of the header's (same count).
-        column_types: ``{column: type}`` (``"float32"``, ``np.int64``,
-            ``pa.string()``, ...); other columns' types are inferred from the
-            first MiB of every file and then fixed for the whole dataset.
-        null_values: tokens that make a value null; default
-            :data:`DEFAULT_NULL_VALUES` (``""``, ``NA``, ``NaN``, ``null``, ...).
-            They apply to numeric columns; string columns keep them as text
-            unless ``strings_can_be_null=True``. Pass ``null_values=[""]`` to
-            treat only empty fields as null.
-        quote_char: the quote character, or ``None`` if fields are never quoted.
-        encoding: the files' text encoding (ASCII-compatible: utf-8,
-            latin-1, cp1252, ...). A byte that does not decode raises naming
-            the file and line.
-        nulls: ``"raise"`` (default) names the column, file and line of the
-            first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
-            ``fill`` (one value, or a dict by column).
-        columns: the columns to read (projection).
-        fragment_bytes: an uncompressed file larger than this is read as
-            byte ranges of about this size, in parallel threads.
-        count_cache: keep exact row counts in ``~/.cache/streamfeed/csv-counts/``
-            (``$XDG_CACHE_HOME``), keyed by path, size and mtime.
-        on_error: ``"raise"`` (default) on the first ragged row, undecodable
-            or corrupt file; ``"skip"`` skips ragged rows (each reported
-            with its line) and unreadable files or ranges, recorded in
-            ``dataset.report`` (and as JSON lines in ``report_path``) with
-            exact counts, within the error budget. The epoch length is then
-            counted once, so that yielded + reported == total.
-
-    Returns:
-        A :class:`streamfeed.Dataset`.
-    """
-    from ..pipeline import Dataset
-
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    source = CsvSource(
-        paths,
-        delimiter=delimiter,
-        header=header,
-        column_names=column_names,
-        column_types=column_types,
-        null_values=null_values,
-        strings_can_be_null=strings_can_be_null,
-        quote_char=quote_char,
-        encoding=encoding,
-        columns=columns,
-        fragment_bytes=fragment_bytes,
-        filesystem=filesystem,
-        policy=ColumnPolicy(nulls=nulls, fill=fill),
-        count_cache=count_cache,
-        on_error=on_error,
-        report=report,
-    )
-    return Dataset(source=source, on_error=on_error, report=report, row_count_known=on_error == "raise" and nulls != "drop")

@@ -1,4 +1,4 @@
-"""Choosing the reader for a path the user gave on the command line.
+"""Choosing the format, and opening the source, for a path the user gave.
 
 By file suffix (``.parquet``, ``.csv.gz``, ``.h5``, ...); for a directory, by
 the suffixes of the files inside (sub-folders of images are an image
@@ -10,9 +10,11 @@ from __future__ import annotations
 import collections
 import os
 from pathlib import Path
-from typing import Any, Callable
+from importlib import import_module
+from typing import Any
 
-from ..errors import describe
+from ..core import Source
+from ..errors import BadInputReport, describe
 
 SUFFIXES = {
     ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
@@ -51,12 +53,28 @@ def detect_format(path: str | os.PathLike) -> str:
     return counts.most_common(1)[0][0]
 
 
-def reader_for(format_name: str) -> Callable[..., Any]:
-    """The ``read_<format>`` function; formats whose module is missing say so."""
-    from importlib import import_module
+_SOURCE_CLASSES = {
+    "parquet": ("parquet", "ParquetSource"),
+    "csv": ("csv", "CsvSource"),
+    "hdf5": ("hdf5", "HDF5Source"),
+    "numpy": ("numpy", "NumpySource"),
+    "images": ("images", "ImageSource"),
+    "tfrecord": ("tfrecord", "TFRecordSource"),
+}
 
-    try:
-        module = import_module(f"streamfeed.sources.{format_name}")
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"streamfeed cannot read {format_name!r} yet") from exc
-    return getattr(module, f"read_{format_name}")
+
+def open_source(path: Any, format: str | None = None, *, report: BadInputReport | None = None, **options: Any) -> Source:
+    """Opens ``path`` as its format's :class:`~streamfeed.core.Source` (the format detected if not given).
+
+    ``options`` are the source class's own keyword arguments (for example
+    ``columns=`` or ``policy=ColumnPolicy(nulls="fill")``); ``report``
+    carries the bad-input policy. Only the format's module is imported.
+    """
+    name = format or detect_format(path)
+    if name not in _SOURCE_CLASSES:
+        raise ValueError(describe("Unknown format", expected=f"one of {sorted(_SOURCE_CLASSES)}", found=repr(name)))
+    module, cls = _SOURCE_CLASSES[name]
+    source_module = import_module(f"{__package__}.{module}")
+    if name == "numpy":  # a NumPy source is opened from named columns: a path is the x column (or a whole .npz)
+        path = source_module.numpy_columns(path, None, None)
+    return getattr(source_module, cls)(path, report=report, **options)

@@ -33,7 +33,6 @@ unpickled.
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import os
 import pickletools
 import threading
@@ -48,12 +47,11 @@ from ..errors import (
     BadInputReport,
     CorruptFileError,
     MissingDependencyError,
-    OnError,
     SchemaError,
     describe,
     require,
 )
-from ._paths import PathLike, resolve_files
+from ._paths import PathLike, file_digest, resolve_files
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 """Default fragment size: a few MiB keeps per-fragment overhead negligible
@@ -332,7 +330,6 @@ class HDF5Source:
         columns: Mapping[str, str] | None = None,
         rows_per_fragment: int | None = None,
         processes: int | None = None,
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
     ) -> None:
         h5py = _h5py()
@@ -354,7 +351,7 @@ class HDF5Source:
                 with h5py.File(path, "r") as handle:
                     rows, chunks, columns = self._open_file(handle, path)
             except (SchemaError, CorruptFileError) as error:
-                self.report.reject(error, on_error=on_error, path=path)
+                self.report.reject(error, path=path)
                 continue
             except OSError as exc:  # h5py: not HDF5, truncated, zero bytes, unreadable
                 error = CorruptFileError(
@@ -366,7 +363,7 @@ class HDF5Source:
                         fix="rewrite or remove the file, or pass on_error='skip' to leave it out and report it",
                     )
                 )
-                self.report.reject(error, on_error=on_error, path=path, cause=exc)
+                self.report.reject(error, path=path, cause=exc)
                 continue
             self.files.append(path)
             sizes.append(os.path.getsize(path))
@@ -376,6 +373,7 @@ class HDF5Source:
         self.report.total_files = len(resolved.files)
         self.report.check_budget()
         self._fingerprint: dict | None = None
+        self.exact_counts = True  # a fragment that fails is skipped whole, with its row count
 
     # ------------------------------------------------------------------ opening
     def _open_file(self, handle: Any, path: str) -> tuple[int, dict[str, int | None], tuple[_Column, ...]]:
@@ -489,15 +487,11 @@ class HDF5Source:
     def fingerprint(self) -> dict:
         """Files (paths and sizes), columns and fragment boundaries; computed once."""
         if self._fingerprint is None:
-            digest = hashlib.sha1()
-            for path, size in zip(self.files, self._sizes):
-                digest.update(f"{path}\0{size}\n".encode())
-            for fragment in self.fragments:
-                digest.update(f"{fragment.start}:{fragment.stop}\n".encode())
+            boundaries = (f"{fragment.start}:{fragment.stop}" for fragment in self.fragments)
             self._fingerprint = {
                 "format": "hdf5",
                 "files": len(self.files),
-                "digest": digest.hexdigest()[:16],
+                "digest": file_digest(zip(self.files, self._sizes), boundaries),
                 "columns": {c.name: c.label for c in self._columns or ()},
             }
         return self._fingerprint
@@ -506,47 +500,3 @@ class HDF5Source:
         """Stops worker processes (``processes=N``); they also stop when the source is collected."""
         if self._processes is not None:
             self._processes.close()
-
-
-def read_hdf5(
-    paths: PathLike,
-    *,
-    columns: Mapping[str, str] | None = None,
-    rows_per_fragment: int | None = None,
-    processes: int | None = None,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams HDF5 datasets: a file, a directory, a glob or a list of files.
-
-    Args:
-        columns: output column name → dataset path, e.g.
-            ``{"x": "/images", "y": "/meta/labels"}``; a field of a compound
-            dataset (a pandas/PyTables table) is ``"/df/table/<field>"``. By
-            default every dataset is a column named by its path (without the
-            leading ``/``), and a PyTables table's fields by the pandas
-            column names (its ``index`` left out). All columns of a file
-            must have the same length: a mismatch raises, naming both.
-        rows_per_fragment: rows per fragment, rounded down to a multiple of
-            the HDF5 chunk rows (at least one chunk); by default about
-            8 MiB of rows.
-        processes: read fragments in this many worker processes (HDF5
-            decoding holds h5py's global lock, so threads do not decode in
-            parallel); ``None`` (default) reads in the pipeline's threads.
-        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files (and
-            files whose datasets are missing or of unequal lengths) and
-            unreadable row ranges, recorded in ``dataset.report`` (and as
-            JSON lines in ``report_path``) within the error budget.
-
-    Returns:
-        A :class:`streamfeed.Dataset`.
-    """
-    from ..pipeline import Dataset
-
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    source = HDF5Source(
-        paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, on_error=on_error, report=report
-    )
-    return Dataset(source=source, on_error=on_error, report=report)

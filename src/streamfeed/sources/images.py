@@ -43,7 +43,6 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -52,8 +51,22 @@ from typing import Any, Literal, Mapping
 import numpy as np
 
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, SkippedUnit, describe
-from ._decode import IMAGE_SUFFIXES, Decoder, DecodeSpec, ImageDecodeError, OutputDType, Resize, decode, open_header, resolve_decoder
+from ..errors import (
+    BadInputReport,
+    CorruptFileError,
+    SchemaError,
+    SkippedUnit,
+    describe,
+)
+from ._decode import (
+    IMAGE_SUFFIXES,
+    DecodeSpec,
+    ImageDecodeError,
+    decode,
+    open_header,
+    resolve_decoder,
+)
+from ._paths import file_digest
 
 Labels = Literal["inferred"]
 _FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"
@@ -68,7 +81,7 @@ class _Listing:
     ignored: dict[str, list[str]] = field(default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []})
 
 
-def _list_images(root: str, labels: Labels | None) -> _Listing:
+def list_images(root: str, labels: Labels | None) -> _Listing:
     """Walks ``root`` (following links, once per real directory), sorted."""
     listing = _Listing()
     found: list[tuple[tuple[str, ...], str, int]] = []
@@ -131,6 +144,15 @@ class ImageFragment:
     labels: np.ndarray | None
     _source: "ImageSource" = field(repr=False, compare=False)
 
+    @property
+    def path(self) -> str:
+        """The image folder: a fragment's files are reported one by one when they fail."""
+        return self._source.root
+
+    @property
+    def location(self) -> str:
+        return f"files {self.paths[0]} .. {self.paths[-1]}" if self.paths else "no files"
+
     def read(self) -> Chunk:
         if not self._source.decode:
             return self._read_encoded()
@@ -150,9 +172,9 @@ class ImageFragment:
                     continue
                 except (ImageDecodeError, OSError) as exc:
                     error = source._bad.setdefault(path, _corrupt(path, exc))
-                    if source.on_error == "raise":
+                    if source.report.on_error == "raise":
                         raise error from exc
-            if source.on_error == "raise":
+            if source.report.on_error == "raise":
                 raise error
             keep[index] = False
             source.report.add(SkippedUnit(path, "file", str(error), 1))
@@ -193,7 +215,6 @@ class ImageSource:
         fragment_size: int = 128,
         verify_headers: bool = True,
         decode: bool = True,
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
         threads: int = 8,
     ) -> None:
@@ -207,10 +228,9 @@ class ImageSource:
         self.spec = spec
         self.decode = decode
         self.decoder = resolve_decoder(spec.decoder)
-        self.on_error = on_error
         self.report = report or BadInputReport()
         self._bad: dict[str, CorruptFileError] = {}
-        listing = _list_images(self.root, labels)
+        listing = list_images(self.root, labels)
         self.ignored = listing.ignored
         self.label_map = self._label_map(self.root, listing, labels, label_map)
 
@@ -224,7 +244,7 @@ class ImageSource:
                     good.append(index)
                     continue
                 error = _corrupt(files[index], problem)
-                self.report.reject(error, on_error=on_error, path=files[index], rows=1, cause=problem)
+                self.report.reject(error, path=files[index], rows=1, cause=problem)
                 self._bad[files[index]] = error
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
         self.files = tuple(files)
@@ -251,6 +271,8 @@ class ImageSource:
         self.row_bytes = (pixels if decode else float(np.mean(sizes or [0]))) + 8 + 64
         self._columns = ["image" if decode else "image_bytes"] + (["label"] if labels == "inferred" else []) + ["path"]
         self._fingerprint: dict | None = None
+        # Decoding can fail past the header probe; undecoded, nothing can fail after it.
+        self.exact_counts = self.report.on_error == "raise" or not decode
 
     @staticmethod
     def _label_map(root: str, listing: _Listing, labels: Labels | None, given: Any) -> dict[str, int]:
@@ -296,14 +318,11 @@ class ImageSource:
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            digest = hashlib.sha1()
-            for path, size in zip(self.files, self._sizes):
-                digest.update(f"{os.path.relpath(path, self.root)}\0{size}\n".encode())
             spec = self.spec
             self._fingerprint = {
                 "format": "images",
                 "files": len(self.files),
-                "digest": digest.hexdigest()[:16],
+                "digest": file_digest((os.path.relpath(path, self.root), size) for path, size in zip(self.files, self._sizes)),
                 "columns": self.column_names,
                 "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize] if self.decode else "encoded",
                 "label_map": self.label_map,
@@ -323,76 +342,15 @@ def _probe(path: str) -> BaseException | None:
     return None
 
 
-def read_images(
-    root: str | os.PathLike,
-    *,
-    size: tuple[int, int] = (224, 224),
-    channels: Literal[1, 3, 4] = 3,
-    dtype: OutputDType = "uint8",
-    resize: Resize = "stretch",
-    labels: Labels | None = "inferred",
-    label_map: Mapping[str, int] | str | os.PathLike | None = None,
-    decoder: Decoder = "auto",
-    fragment_size: int = 128,
-    verify_headers: bool = True,
-    decode: bool = True,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams a folder of images with one sub-folder per class.
-
-    Args:
-        size: ``(height, width)`` of every output image.
-        channels: 1 (grayscale), 3 (RGB, alpha dropped) or 4 (RGBA).
-        dtype: ``"uint8"`` (0..255) or ``"float32"`` (0..1). Never float64:
-            it would double memory for no precision a model uses.
-        resize: ``"stretch"`` (ignore aspect), ``"crop"`` (keep aspect,
-            cover, centre crop) or ``"pad"`` (keep aspect, fit, centre on
-            zeros).
-        labels: ``"inferred"`` from top-level folders, or ``None``.
-        label_map: ``{class: label}`` or a JSON file written by
-            ``source.save_label_map``; default: sorted folder names.
-        decoder: ``"auto"`` (simplejpeg for JPEG if installed, else
-            Pillow), ``"pillow"`` or ``"simplejpeg"``.
-        fragment_size: files per fragment (the unit of parallel decoding,
-            shuffling and sharding).
-        verify_headers: open every file's header when the source opens.
-        decode: ``False`` yields the files' encoded bytes as ``image_bytes``
-            instead of ``image`` (what ``streamfeed convert`` stores; decode
-            them later with :func:`streamfeed.transforms.decode_images`).
-        on_error: ``"raise"`` (default) at the first bad file, naming it, or
-            ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
-            lines in ``report_path``) within the error budget.
-
-    Returns:
-        A :class:`streamfeed.Dataset` with columns ``image``, ``label``
-        (unless ``labels=None``) and ``path``.
-    """
-    from ..pipeline import Dataset
-
-    if dtype not in ("uint8", "float32"):
-        raise ValueError(f"dtype must be 'uint8' or 'float32', got {dtype!r}")
-    if channels not in (1, 3, 4):
-        raise ValueError(f"channels must be 1, 3 or 4, got {channels!r}")
-    if resize not in ("stretch", "crop", "pad"):
-        raise ValueError(f"resize must be 'stretch', 'crop' or 'pad', got {resize!r}")
+def decode_spec(
+    size: tuple[int, int], channels: int, dtype: str, resize: str, decoder: str
+) -> DecodeSpec:
+    """Checks ``read_images``'s decoding options and bundles them."""
+    choices = {"dtype": (dtype, ("uint8", "float32")), "channels": (channels, (1, 3, 4)), "resize": (resize, ("stretch", "crop", "pad"))}
+    for option, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(describe(f"Unknown {option}", expected=f"one of {list(allowed)}", found=repr(value)))
     height, width = (int(v) for v in size)
     if height < 1 or width < 1:
-        raise ValueError(f"size must be positive (height, width), got {size!r}")
-    spec = DecodeSpec(height, width, int(channels), dtype, resize, decoder)
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    source = ImageSource(
-        root,
-        spec=spec,
-        labels=labels,
-        label_map=label_map,
-        fragment_size=fragment_size,
-        verify_headers=verify_headers,
-        decode=decode,
-        on_error=on_error,
-        report=report,
-    )
-    exact = on_error == "raise" or not decode  # undecoded, nothing can fail after the header probe
-    return Dataset(source=source, on_error=on_error, report=report, row_count_known=exact)
+        raise ValueError(describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size)))
+    return DecodeSpec(height, width, int(channels), dtype, resize, decoder)  # type: ignore[arg-type]

@@ -34,7 +34,6 @@ How rows are read (never a whole file):
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import re
 import struct
@@ -47,7 +46,14 @@ from typing import Mapping, Sequence, Union
 import numpy as np
 
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, SkippedUnit, describe
+from ..errors import (
+    BadInputReport,
+    CorruptFileError,
+    SchemaError,
+    SkippedUnit,
+    describe,
+)
+from ._paths import file_digest
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20
@@ -180,7 +186,7 @@ class _Array:
         return out
 
 
-def _read_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
+def npy_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
     """The ``.npy`` header at the handle's position (never unpickles)."""
     fmt = np.lib.format
     try:
@@ -218,7 +224,7 @@ def _read_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
 def _open_npy(path: str) -> _Array:
     size = os.path.getsize(path)
     with open(path, "rb") as handle:
-        dtype, shape, fortran = _read_header(handle, path)
+        dtype, shape, fortran = npy_header(handle, path)
         offset = handle.tell()
     array = _Array(path, path, dtype, shape, fortran, offset)
     _check_size(array, size - offset)
@@ -269,7 +275,7 @@ def _open_member(path: str, member: str, info: zipfile.ZipInfo) -> _Array:
         data_start = info.header_offset + 30 + name_len + extra_len
         if info.compress_type == zipfile.ZIP_STORED:
             handle.seek(data_start)
-            dtype, shape, fortran = _read_header(handle, label)
+            dtype, shape, fortran = npy_header(handle, label)
             offset = handle.tell()
             array = _Array(label, path, dtype, shape, fortran, offset)
             _check_size(array, data_start + info.file_size - offset)
@@ -286,7 +292,7 @@ def _open_member(path: str, member: str, info: zipfile.ZipInfo) -> _Array:
         )
     try:
         with zipfile.ZipFile(path) as archive, archive.open(info) as stream:
-            dtype, shape, fortran = _read_header(stream, label)
+            dtype, shape, fortran = npy_header(stream, label)
             header = stream.tell()
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise CorruptFileError(describe("A compressed .npz member's header cannot be decompressed", where=label, found=str(exc))) from exc
@@ -376,7 +382,6 @@ class NumpySource:
         arrays: Mapping[str, Specs],
         *,
         rows_per_fragment: int | None = None,
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
     ) -> None:
         if rows_per_fragment is not None and rows_per_fragment < 1:
@@ -397,7 +402,7 @@ class NumpySource:
             try:
                 opened = self._open_group(names, group)
             except (CorruptFileError, SchemaError) as error:
-                if on_error == "raise":
+                if self.report.on_error == "raise":
                     raise
                 self.report.add(SkippedUnit(os.path.abspath(_MEMBER.sub(r"\g<file>", group[0])), "file", str(error), None))
                 continue
@@ -406,6 +411,7 @@ class NumpySource:
         self.report.total_files = len(groups)
         self.report.check_budget()
         self._fingerprint: dict | None = None
+        self.exact_counts = True  # a fragment that fails is skipped whole, with its row count
 
     def _open_group(self, names: Sequence[str], group: Sequence[str]) -> list[tuple[str, _Array]]:
         opened: list[tuple[str, _Array]] = []
@@ -468,45 +474,17 @@ class NumpySource:
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            digest = hashlib.sha1()
-            for path in self.files:
-                digest.update(f"{path}\0{os.path.getsize(path)}\n".encode())
-            for fragment in self.fragments:
-                digest.update(f"{fragment.key}\n".encode())
-            self._fingerprint = {"format": "numpy", "files": len(self.files), "digest": digest.hexdigest()[:16], "columns": self.column_names}
+            digest = file_digest(((path, os.path.getsize(path)) for path in self.files), (fragment.key for fragment in self.fragments))
+            self._fingerprint = {"format": "numpy", "files": len(self.files), "digest": digest, "columns": self.column_names}
         return self._fingerprint
 
 
-def read_numpy(
-    x: Specs | None = None,
-    y: Specs | None = None,
-    *,
-    arrays: Mapping[str, Specs] | None = None,
-    rows_per_fragment: int | None = None,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams rows of NumPy arrays saved with ``np.save``/``np.savez``/``np.savez_compressed``.
+def numpy_columns(x: Specs | None, y: Specs | None, arrays: Mapping[str, Specs] | None) -> dict[str, Specs]:
+    """The column specs ``read_numpy`` was given, by column name.
 
-    Args:
-        x, y: the ``x`` and ``y`` columns: a ``.npy`` path, an ``.npz``
-            member ``"file.npz:name"``, or a list of either (shards, paired
-            by position). ``x`` as a whole ``.npz`` (with no ``y``) makes
-            every member a column, named by the member.
-        arrays: more columns, ``{name: spec}`` with specs as for ``x``.
-        rows_per_fragment: rows per fragment; by default about 8 MiB of rows.
-        on_error: ``"raise"`` (default) or ``"skip"`` groups of files that
-            cannot be read (truncated, empty, not NumPy, object dtype,
-            unequal lengths) and row ranges that fail to decompress,
-            recorded in ``dataset.report`` within the error budget.
-
-    Returns:
-        A :class:`streamfeed.Dataset`.
+    ``x`` alone as whole ``.npz`` files stands for all their members
+    (``"*"``); otherwise ``x`` and ``y`` are the columns of those names.
     """
-    from ..pipeline import Dataset
-
     columns: dict[str, Specs] = {}
     if x is not None:
         whole = all(os.fspath(s).lower().endswith(".npz") for s in _as_list(x))
@@ -515,8 +493,6 @@ def read_numpy(
         columns["y"] = y
     for name, spec in (arrays or {}).items():
         if name in columns:
-            raise ValueError(f"column {name!r} is given twice (as an argument and in arrays=)")
+            raise ValueError(describe(f"Column {name!r} is given twice", found="as an argument and in arrays=", fix="name it once"))
         columns[name] = spec
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    source = NumpySource(columns, rows_per_fragment=rows_per_fragment, on_error=on_error, report=report)
-    return Dataset(source=source, on_error=on_error, report=report)
+    return columns

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import hashlib
-import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -24,10 +22,10 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from ..core import Chunk, NullPolicy
-from ..errors import BadInputReport, CorruptFileError, OnError, SchemaError, describe
+from ..core import Chunk
+from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ._arrow import ColumnPolicy, Where, table_to_chunk
-from ._paths import PathLike, resolve_files
+from ._paths import PathLike, file_digest, resolve_files
 from ._schema import unify
 
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
@@ -51,6 +49,10 @@ class ParquetFragment:
     _filter: Any
     _policy: ColumnPolicy
     _missing: frozenset[str]
+
+    @property
+    def location(self) -> str:
+        return f"row group {self.row_group}"
 
     def read(self) -> Chunk:
         locate = self._row_before_filter if self._filter is not None else None
@@ -99,7 +101,7 @@ class ParquetFragment:
         return sum(batch.num_rows for batch in scanner.to_batches())
 
 
-def _partition_values(path: str, root: str) -> dict[str, str | None]:
+def partition_values(path: str, root: str) -> dict[str, str | None]:
     """``key=value`` directory names below ``root``, values URI-decoded.
 
     Writers (pyarrow, Spark) URI-encode values, so ``new york`` is stored as
@@ -138,7 +140,6 @@ class ParquetSource:
         filter: Any = None,  # noqa: A002 - pyarrow's own name for it
         filesystem: pafs.FileSystem | None = None,
         policy: ColumnPolicy = ColumnPolicy(),
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
         threads: int = 8,
     ) -> None:
@@ -146,7 +147,7 @@ class ParquetSource:
         resolved = resolve_files(paths, suffixes=(".parquet", ".pq", ".parq"), filesystem=filesystem)
         self.filesystem, self.root = resolved.filesystem, resolved.root
         file_format = pads.ParquetFileFormat()
-        partitions = {path: _partition_values(path, self.root) for path in resolved.files}
+        partitions = {path: partition_values(path, self.root) for path in resolved.files}
         keys = list(dict.fromkeys(k for values in partitions.values() for k in values))
         partition_schema = pa.schema(
             [(key, _partition_type([partitions[p].get(key) for p in resolved.files])) for key in keys]
@@ -178,7 +179,7 @@ class ParquetSource:
                         fix="remove or rewrite the file, or pass on_error='skip' to leave it out and report it",
                     )
                 )
-                self.report.reject(error, on_error=on_error, path=path, cause=result)
+                self.report.reject(error, path=path, cause=result)
             else:
                 good.append((path, result))
         self.files = tuple(path for path, _ in good)
@@ -214,6 +215,7 @@ class ParquetSource:
         self.report.check_budget()  # files skipped while opening, now that totals are known
         self.row_bytes = self._row_bytes(good)
         self._fingerprint: dict | None = None
+        self.exact_counts = policy.nulls != "drop"  # dropped null rows are known only by reading
 
     @staticmethod
     def _index_columns(file_schemas: Sequence[tuple[str, pa.Schema]]) -> set[str]:
@@ -281,61 +283,10 @@ class ParquetSource:
 
     def _compute_fingerprint(self) -> dict:
         infos = self.filesystem.get_file_info(list(self.files))
-        digest = hashlib.sha1()
-        for info in infos:
-            digest.update(f"{info.path}\0{info.size}\n".encode())
         return {
             "format": "parquet",
             "files": len(self.files),
-            "digest": digest.hexdigest()[:16],
+            "digest": file_digest((info.path, info.size) for info in infos),
             "columns": list(self._columns),
             "filter": None if self._filter is None else str(self._filter),
         }
-
-
-def read_parquet(
-    paths: PathLike,
-    *,
-    columns: Sequence[str] | None = None,
-    filter: Any = None,  # noqa: A002
-    filesystem: pafs.FileSystem | None = None,
-    nulls: NullPolicy = "raise",
-    fill: Any = None,
-    list_lengths: Mapping[str, int] | None = None,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams Parquet data: a file, a directory, a glob, a list, or URIs.
-
-    Args:
-        columns: the columns to read (projection); by default all but pandas
-            index columns.
-        filter: a ``pyarrow.dataset`` expression, pushed down to skip row
-            groups by their statistics and rows by value.
-        nulls: ``"raise"`` (default) names the column, file and row of the
-            first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
-            ``fill`` (one value, or a dict by column).
-        list_lengths: pads variable-length list columns to fixed lengths.
-        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files and
-            row groups, recorded in ``dataset.report`` (and as JSON lines in
-            ``report_path``) with exact counts, within the error budget.
-
-    Returns:
-        A :class:`streamfeed.Dataset`.
-    """
-    from ..pipeline import Dataset
-
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
-    source = ParquetSource(
-        paths,
-        columns=columns,
-        filter=filter,
-        filesystem=filesystem,
-        policy=policy,
-        on_error=on_error,
-        report=report,
-    )
-    return Dataset(source=source, on_error=on_error, report=report, row_count_known=nulls != "drop")

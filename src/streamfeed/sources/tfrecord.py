@@ -40,22 +40,29 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import hashlib
 import io
-import os
 import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
-import numpy as np
 import pyarrow.fs as pafs
 
+import numpy as np
+
 from ..core import Chunk
-from ..errors import BadInputReport, CorruptFileError, DataError, OnError, SchemaError, SkippedUnit, describe
+from ..errors import (
+    BadInputReport,
+    CorruptFileError,
+    DataError,
+    OnError,
+    SchemaError,
+    SkippedUnit,
+    describe,
+)
 from . import _inflate
 from . import _tfrecord_format as fmt
-from ._paths import PathLike, resolve_files
+from ._paths import PathLike, file_digest, resolve_files
 
 Compression = Literal["GZIP"] | None
 DEFAULT_FRAGMENT_BYTES = 16 << 20
@@ -265,6 +272,10 @@ class TFRecordFragment:
     _decoder: _Decoder = field(repr=False, compare=False)
     _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def location(self) -> str:
+        return f"records {self.first_record}-{self.first_record + self.num_rows - 1}"
+
     def read(self) -> Chunk:
         data = self._load()
         starts, lengths, bad_crc, problem = fmt.split_records(data, self.num_rows)
@@ -369,7 +380,6 @@ class TFRecordSource:
         decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
         fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
         filesystem: pafs.FileSystem | None = None,
-        on_error: OnError = "raise",
         report: BadInputReport | None = None,
         threads: int = 8,
     ) -> None:
@@ -394,17 +404,17 @@ class TFRecordSource:
         for path, index in zip(files, indexes):
             if isinstance(index, Exception):
                 error = CorruptFileError(describe("Could not read a TFRecord file", where=path, found=f"{type(index).__name__}: {index}", fix="check the path and permissions"))
-                self.report.reject(error, on_error=on_error, path=path, cause=index)
+                self.report.reject(error, path=path, cause=index)
                 continue
             if index.problem is not None:
                 lost += index.problem.records_lost or 0
-                self._framing_problem(index, on_error)
+                self._framing_problem(index)
             good.append(index)
         self.files = tuple(index.path for index in good)
-        self._indexes = good
-        self.specs = self._feature_specs(features, good, on_error)
+        self.indexes = good
+        self.specs = self._feature_specs(features, good)
         self.images = self._image_features(decode_images)
-        decoder = _Decoder(self.filesystem, tuple(self.specs), self.images, on_error, self.report)
+        decoder = _Decoder(self.filesystem, tuple(self.specs), self.images, self.report.on_error, self.report)
         self.fragments = [
             TFRecordFragment(
                 key=f"{index.path}#records={first}-{first + count - 1}",
@@ -426,8 +436,10 @@ class TFRecordSource:
         self.report.check_budget()
         self.row_bytes = self._row_bytes(good, framed)
         self._fingerprint: dict | None = None
+        # Under "skip", records that fail while reading shorten their fragment: count once before training.
+        self.exact_counts = self.report.on_error == "raise"
 
-    def _framing_problem(self, index: FileIndex, on_error: OnError) -> None:
+    def _framing_problem(self, index: FileIndex) -> None:
         problem = index.problem
         assert problem is not None
         span = f"from decompressed byte {problem.offset}" if index.compressed else f"bytes {problem.offset}-{index.size}"
@@ -439,9 +451,9 @@ class TFRecordSource:
             found=f"{problem.problem}; {rest} are unreadable ({count}); {problem.index} records before it are intact",
             fix="rewrite or re-download the file, or pass on_error='skip' to read the intact records and report the rest",
         )
-        self.report.reject(CorruptFileError(message), on_error=on_error, path=index.path, location=rest, rows=problem.records_lost)
+        self.report.reject(CorruptFileError(message), path=index.path, location=rest, rows=problem.records_lost)
 
-    def _feature_specs(self, features: Mapping | None, good: Sequence[FileIndex], on_error: OnError) -> list[fmt.FeatureSpec]:
+    def _feature_specs(self, features: Mapping | None, good: Sequence[FileIndex]) -> list[fmt.FeatureSpec]:
         """The spec given (checked against the first record) or inferred from it.
 
         A spec that does not fit the first record is a setting to fix: it
@@ -525,73 +537,12 @@ class TFRecordSource:
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            digest = hashlib.sha1()
-            for index in self._indexes:
-                digest.update(f"{index.path}\0{index.size}\n".encode())
             self._fingerprint = {
                 "format": "tfrecord",
-                "files": len(self._indexes),
-                "digest": digest.hexdigest()[:16],
+                "files": len(self.indexes),
+                "digest": file_digest((index.path, index.size) for index in self.indexes),
                 "columns": self.column_names,
                 "features": {spec.name: [spec.kind, list(spec.shape)] for spec in self.specs},
                 "fragments": len(self.fragments),
             }
         return self._fingerprint
-
-
-def read_tfrecord(
-    paths: PathLike,
-    *,
-    features: Mapping[str, tuple[str, Sequence[int] | int]] | None = None,
-    compression: Compression = None,
-    decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
-    fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
-    filesystem: pafs.FileSystem | None = None,
-    on_error: OnError = "raise",
-    max_bad_fraction: float | None = None,
-    max_bad_count: int | None = None,
-    report_path: str | os.PathLike | None = None,
-):
-    """Streams ``tf.train.Example`` records from TFRecord files; no TensorFlow needed.
-
-    Args:
-        paths: a file, a directory (its ``*.tfrecord``, ``*.tfrec``,
-            ``name-00000-of-00008``-style files, optionally ``.gz``), a glob,
-            or a list of these; local paths or URIs.
-        features: ``{name: (kind, shape)}`` with kind ``"float"`` (float32),
-            ``"int64"`` or ``"bytes"`` and a fixed shape: each record's list
-            must hold exactly ``prod(shape)`` values, and a column holds
-            ``(rows, *shape)``. By default inferred from the first record
-            (a list of one value becomes a scalar).
-        compression: ``None`` detects GZIP from a ``.gz`` extension;
-            ``"GZIP"`` reads every file as GZIP.
-        decode_images: bytes features holding encoded images (PNG, JPEG, ...)
-            to decode into ``uint8`` arrays: a list of names (stored size,
-            RGB; all images must share a shape) or ``{name: (height, width,
-            channels)}`` to resize.
-        fragment_bytes: files are cut into record ranges of about this many
-            (decompressed) bytes, the unit of parallel reading, shuffling
-            and memory.
-        on_error: ``"raise"`` (default) names the file, record index and byte
-            offset of the first damaged or non-matching record; ``"skip"``
-            leaves such records out and reports each in ``dataset.report``
-            (and ``report_path``), within the error budget.
-
-    Returns:
-        A :class:`streamfeed.Dataset`.
-    """
-    from ..pipeline import Dataset
-
-    report = BadInputReport.for_options(max_bad_fraction, max_bad_count, report_path)
-    source = TFRecordSource(
-        paths,
-        features=features,
-        compression=compression,
-        decode_images=decode_images,
-        fragment_bytes=fragment_bytes,
-        filesystem=filesystem,
-        on_error=on_error,
-        report=report,
-    )
-    # Under "skip", records that fail while reading shorten their fragment: count once before training.
-    return Dataset(source=source, on_error=on_error, report=report, row_count_known=on_error == "raise")

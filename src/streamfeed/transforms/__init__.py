@@ -1,6 +1,26 @@
-"""Stages and column transforms: batching, shuffling, image decoding, scaling from stats."""
+"""Column transforms for ``Dataset.map``: image decoding and scaling from stats.
 
-from .images import decode_images
-from .stats import clip_to_quantiles, min_max_scale, standardize, vocabulary_lookup
+Each is a plain function over a dict of NumPy arrays. Nothing is imported
+until a name is used, so importing this package loads no source module.
+"""
 
-__all__ = ["clip_to_quantiles", "decode_images", "min_max_scale", "standardize", "vocabulary_lookup"]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_WHERE = {
+    "decode_images": ".images",
+    "clip_to_quantiles": ".stats",
+    "min_max_scale": ".stats",
+    "standardize": ".stats",
+    "vocabulary_lookup": ".stats",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_WHERE[name], __name__), name)

@@ -1,0 +1,349 @@
+"""The ``read_*`` functions: from a path to a :class:`~streamfeed.Dataset` in one call.
+
+This is the top of the library's layering (``core`` -> ``sources`` ->
+``runtime`` -> ``pipeline`` -> ``keras``/``stats``/``inspect`` -> here and
+``commands``): each function opens its format's :class:`~streamfeed.core.Source`
+with the bad-input policy the caller chose (the ``on_error``,
+``max_bad_fraction``, ``max_bad_count`` and ``report_path`` keywords, see
+:class:`~streamfeed.errors.ErrorPolicy`) and wraps it in a ``Dataset``.
+Nothing below this module knows these functions exist.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+
+import pyarrow.fs as pafs
+
+from .errors import ErrorPolicy, describe
+from .pipeline import Dataset
+from .sources._arrow import ColumnPolicy
+from .sources.csv import CsvSource
+from .sources.hdf5 import HDF5Source
+from .sources.images import ImageSource, decode_spec
+from .sources.numpy import NumpySource, numpy_columns
+from .sources.parquet import ParquetSource
+from .sources.tfrecord import TFRecordSource
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .core import NullPolicy
+    from .errors import ErrorOptions
+    from .sources._csv_options import TypeSpec
+    from .sources._decode import Decoder, OutputDType, Resize
+    from .sources._paths import PathLike
+    from .sources.images import Labels
+    from .sources.numpy import Specs
+    from .sources.tfrecord import Compression
+
+FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
+
+
+def reader_for(format_name: str) -> Callable[..., Dataset]:
+    """The ``read_<format>`` function for a format name (as ``detect_format`` gives)."""
+    if format_name not in FORMATS:
+        raise ValueError(describe("Unknown format", expected=f"one of {list(FORMATS)}", found=repr(format_name)))
+    return globals()[f"read_{format_name}"]
+
+
+def read_parquet(
+    paths: PathLike,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: Any = None,  # noqa: A002
+    filesystem: pafs.FileSystem | None = None,
+    nulls: NullPolicy = "raise",
+    fill: Any = None,
+    list_lengths: Mapping[str, int] | None = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams Parquet data: a file, a directory, a glob, a list, or URIs.
+
+    Args:
+        columns: the columns to read (projection); by default all but pandas
+            index columns.
+        filter: a ``pyarrow.dataset`` expression, pushed down to skip row
+            groups by their statistics and rows by value.
+        nulls: ``"raise"`` (default) names the column, file and row of the
+            first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
+            ``fill`` (one value, or a dict by column).
+        list_lengths: pads variable-length list columns to fixed lengths.
+        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files and
+            row groups, recorded in ``dataset.report`` (and as JSON lines in
+            ``report_path``) with exact counts, within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = ErrorPolicy(**errors).new_report()
+    policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
+    source = ParquetSource(
+        paths,
+        columns=columns,
+        filter=filter,
+        filesystem=filesystem,
+        policy=policy,
+        report=report,
+    )
+    return Dataset(source, report=report)
+
+
+def read_csv(
+    paths: PathLike,
+    *,
+    delimiter: str | None = None,
+    header: bool = True,
+    column_names: Sequence[str] | None = None,
+    column_types: Mapping[str, TypeSpec] | None = None,
+    null_values: Sequence[str] | None = None,
+    strings_can_be_null: bool = False,
+    quote_char: str | None = '"',
+    encoding: str = "utf-8",
+    nulls: NullPolicy = "raise",
+    fill: Any = None,
+    columns: Sequence[str] | None = None,
+    fragment_bytes: int = 16 << 20,
+    filesystem: pafs.FileSystem | None = None,
+    count_cache: bool = True,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams CSV data: a file, a directory, a glob or a list; plain or .gz/.bz2/.zst.
+
+    Args:
+        delimiter: one character; ``None`` (default) sniffs ``, ; tab |`` from
+            the first file. A first line that parses into one column but
+            contains another of these raises instead of yielding one column
+            of garbage.
+        header: the first record names the columns (default). Without it,
+            columns are ``column_names`` or ``f0, f1, ...``.
+        column_names: names to use instead of the header's (same count).
+        column_types: ``{column: type}`` (``"float32"``, ``np.int64``,
+            ``pa.string()``, ...); other columns' types are inferred from the
+            first MiB of every file and then fixed for the whole dataset.
+        null_values: tokens that make a value null; default
+            :data:`DEFAULT_NULL_VALUES` (``""``, ``NA``, ``NaN``, ``null``, ...).
+            They apply to numeric columns; string columns keep them as text
+            unless ``strings_can_be_null=True``. Pass ``null_values=[""]`` to
+            treat only empty fields as null.
+        quote_char: the quote character, or ``None`` if fields are never quoted.
+        encoding: the files' text encoding (ASCII-compatible: utf-8,
+            latin-1, cp1252, ...). A byte that does not decode raises naming
+            the file and line.
+        nulls: ``"raise"`` (default) names the column, file and line of the
+            first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
+            ``fill`` (one value, or a dict by column).
+        columns: the columns to read (projection).
+        fragment_bytes: an uncompressed file larger than this is read as
+            byte ranges of about this size, in parallel threads.
+        count_cache: keep exact row counts in ``~/.cache/streamfeed/csv-counts/``
+            (``$XDG_CACHE_HOME``), keyed by path, size and mtime.
+        on_error: ``"raise"`` (default) on the first ragged row, undecodable
+            or corrupt file; ``"skip"`` skips ragged rows (each reported
+            with its line) and unreadable files or ranges, recorded in
+            ``dataset.report`` (and as JSON lines in ``report_path``) with
+            exact counts, within the error budget. The epoch length is then
+            counted once, so that yielded + reported == total.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = ErrorPolicy(**errors).new_report()
+    source = CsvSource(
+        paths,
+        delimiter=delimiter,
+        header=header,
+        column_names=column_names,
+        column_types=column_types,
+        null_values=null_values,
+        strings_can_be_null=strings_can_be_null,
+        quote_char=quote_char,
+        encoding=encoding,
+        columns=columns,
+        fragment_bytes=fragment_bytes,
+        filesystem=filesystem,
+        policy=ColumnPolicy(nulls=nulls, fill=fill),
+        count_cache=count_cache,
+        report=report,
+    )
+    return Dataset(source, report=report)
+
+
+def read_hdf5(
+    paths: PathLike,
+    *,
+    columns: Mapping[str, str] | None = None,
+    rows_per_fragment: int | None = None,
+    processes: int | None = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams HDF5 datasets: a file, a directory, a glob or a list of files.
+
+    Args:
+        columns: output column name → dataset path, e.g.
+            ``{"x": "/images", "y": "/meta/labels"}``; a field of a compound
+            dataset (a pandas/PyTables table) is ``"/df/table/<field>"``. By
+            default every dataset is a column named by its path (without the
+            leading ``/``), and a PyTables table's fields by the pandas
+            column names (its ``index`` left out). All columns of a file
+            must have the same length: a mismatch raises, naming both.
+        rows_per_fragment: rows per fragment, rounded down to a multiple of
+            the HDF5 chunk rows (at least one chunk); by default about
+            8 MiB of rows.
+        processes: read fragments in this many worker processes (HDF5
+            decoding holds h5py's global lock, so threads do not decode in
+            parallel); ``None`` (default) reads in the pipeline's threads.
+        on_error: ``"raise"`` (default) or ``"skip"`` unreadable files (and
+            files whose datasets are missing or of unequal lengths) and
+            unreadable row ranges, recorded in ``dataset.report`` (and as
+            JSON lines in ``report_path``) within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = ErrorPolicy(**errors).new_report()
+
+    source = HDF5Source(
+        paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, report=report
+    )
+    return Dataset(source, report=report)
+
+
+def read_numpy(
+    x: Specs | None = None,
+    y: Specs | None = None,
+    *,
+    arrays: Mapping[str, Specs] | None = None,
+    rows_per_fragment: int | None = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams rows of NumPy arrays saved with ``np.save``/``np.savez``/``np.savez_compressed``.
+
+    Args:
+        x, y: the ``x`` and ``y`` columns: a ``.npy`` path, an ``.npz``
+            member ``"file.npz:name"``, or a list of either (shards, paired
+            by position). ``x`` as a whole ``.npz`` (with no ``y``) makes
+            every member a column, named by the member.
+        arrays: more columns, ``{name: spec}`` with specs as for ``x``.
+        rows_per_fragment: rows per fragment; by default about 8 MiB of rows.
+        on_error: ``"raise"`` (default) or ``"skip"`` groups of files that
+            cannot be read (truncated, empty, not NumPy, object dtype,
+            unequal lengths) and row ranges that fail to decompress,
+            recorded in ``dataset.report`` within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = ErrorPolicy(**errors).new_report()
+    source = NumpySource(numpy_columns(x, y, arrays), rows_per_fragment=rows_per_fragment, report=report)
+    return Dataset(source, report=report)
+
+
+def read_images(
+    root: str | os.PathLike,
+    *,
+    size: tuple[int, int] = (224, 224),
+    channels: Literal[1, 3, 4] = 3,
+    dtype: OutputDType = "uint8",
+    resize: Resize = "stretch",
+    labels: Labels | None = "inferred",
+    label_map: Mapping[str, int] | str | os.PathLike | None = None,
+    decoder: Decoder = "auto",
+    fragment_size: int = 128,
+    verify_headers: bool = True,
+    decode: bool = True,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams a folder of images with one sub-folder per class.
+
+    Args:
+        size: ``(height, width)`` of every output image.
+        channels: 1 (grayscale), 3 (RGB, alpha dropped) or 4 (RGBA).
+        dtype: ``"uint8"`` (0..255) or ``"float32"`` (0..1). Never float64:
+            it would double memory for no precision a model uses.
+        resize: ``"stretch"`` (ignore aspect), ``"crop"`` (keep aspect,
+            cover, centre crop) or ``"pad"`` (keep aspect, fit, centre on
+            zeros).
+        labels: ``"inferred"`` from top-level folders, or ``None``.
+        label_map: ``{class: label}`` or a JSON file written by
+            ``source.save_label_map``; default: sorted folder names.
+        decoder: ``"auto"`` (simplejpeg for JPEG if installed, else
+            Pillow), ``"pillow"`` or ``"simplejpeg"``.
+        fragment_size: files per fragment (the unit of parallel decoding,
+            shuffling and sharding).
+        verify_headers: open every file's header when the source opens.
+        decode: ``False`` yields the files' encoded bytes as ``image_bytes``
+            instead of ``image`` (what ``streamfeed convert`` stores; decode
+            them later with :func:`streamfeed.transforms.decode_images`).
+        on_error: ``"raise"`` (default) at the first bad file, naming it, or
+            ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
+            lines in ``report_path``) within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset` with columns ``image``, ``label``
+        (unless ``labels=None``) and ``path``.
+    """
+    report = ErrorPolicy(**errors).new_report()
+    source = ImageSource(
+        root,
+        spec=decode_spec(size, channels, dtype, resize, decoder),
+        labels=labels,
+        label_map=label_map,
+        fragment_size=fragment_size,
+        verify_headers=verify_headers,
+        decode=decode,
+        report=report,
+    )
+    return Dataset(source, report=report)
+
+
+def read_tfrecord(
+    paths: PathLike,
+    *,
+    features: Mapping[str, tuple[str, Sequence[int] | int]] | None = None,
+    compression: Compression = None,
+    decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
+    fragment_bytes: int = 16 << 20,
+    filesystem: pafs.FileSystem | None = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams ``tf.train.Example`` records from TFRecord files; no TensorFlow needed.
+
+    Args:
+        paths: a file, a directory (its ``*.tfrecord``, ``*.tfrec``,
+            ``name-00000-of-00008``-style files, optionally ``.gz``), a glob,
+            or a list of these; local paths or URIs.
+        features: ``{name: (kind, shape)}`` with kind ``"float"`` (float32),
+            ``"int64"`` or ``"bytes"`` and a fixed shape: each record's list
+            must hold exactly ``prod(shape)`` values, and a column holds
+            ``(rows, *shape)``. By default inferred from the first record
+            (a list of one value becomes a scalar).
+        compression: ``None`` detects GZIP from a ``.gz`` extension;
+            ``"GZIP"`` reads every file as GZIP.
+        decode_images: bytes features holding encoded images (PNG, JPEG, ...)
+            to decode into ``uint8`` arrays: a list of names (stored size,
+            RGB; all images must share a shape) or ``{name: (height, width,
+            channels)}`` to resize.
+        fragment_bytes: files are cut into record ranges of about this many
+            (decompressed) bytes, the unit of parallel reading, shuffling
+            and memory.
+        on_error: ``"raise"`` (default) names the file, record index and byte
+            offset of the first damaged or non-matching record; ``"skip"``
+            leaves such records out and reports each in ``dataset.report``
+            (and ``report_path``), within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = ErrorPolicy(**errors).new_report()
+    source = TFRecordSource(
+        paths,
+        features=features,
+        compression=compression,
+        decode_images=decode_images,
+        fragment_bytes=fragment_bytes,
+        filesystem=filesystem,
+        report=report,
+    )
+    return Dataset(source, report=report)

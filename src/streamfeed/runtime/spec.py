@@ -1,0 +1,52 @@
+"""Everything the runtime needs to produce one epoch, decided up front.
+
+A :class:`~streamfeed.Dataset` describes a pipeline; an :class:`EpochSpec`
+is that description resolved for one epoch: the plan (which fragments, in
+what read units), the buffer layout chosen for the memory limit, the ops,
+the batch settings and the bad-input report. The runtime reads only this
+frozen value and never calls back into the ``Dataset``, so the data path
+of an epoch can be understood (and tested) from ``runtime/`` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ..core import Chunk, Fragment
+from ..errors import BadInputReport
+from ..memory import Layout
+from ..plan import EpochPlan
+from .batch import LastBatch
+
+if TYPE_CHECKING:
+    from ..sampling import BalancedSampler
+    from .metrics import StageMetrics
+
+Op = Callable[[Chunk], Chunk]
+
+
+@dataclass(frozen=True)
+class EpochSpec:
+    """One epoch of one shard, resolved: what to read, how to buffer, what to emit."""
+
+    epoch: int
+    fragments: Sequence[Fragment]
+    plan: EpochPlan  # read units, with their emitted row counts (sampled sizes when balanced)
+    layout: Layout
+    row_ops: tuple[Op, ...]  # per fragment, in the read threads
+    batch_ops: tuple[Op, ...]  # per batch, in the producer thread
+    batch_size: int | None
+    last_batch: LastBatch
+    seed: int | None  # None: no row shuffle
+    shard_index: int
+    sampler: BalancedSampler | None
+    report: BadInputReport
+
+    def timed(self, metrics: StageMetrics) -> EpochSpec:
+        """The same spec with every op timed under the metrics' op stages."""
+        return replace(
+            self,
+            row_ops=tuple(metrics.timed_op(op, "fragment_ops") for op in self.row_ops),
+            batch_ops=tuple(metrics.timed_op(op, "batch_ops") for op in self.batch_ops),
+        )
