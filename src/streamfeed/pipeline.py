@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 import numpy as np
 
 from .core import Chunk, Position, Source, chunk_len
-from .errors import BadInputReport, DataError, OnError, describe
+from .errors import ArgumentError, BadInputReport, DataError, OnError, describe
 from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
@@ -161,7 +161,7 @@ class Dataset:
         that needs it (``len``, ``to_keras``) runs one counting pass.
         """
         if self.batch_size is not None:
-            raise ValueError("filter() must come before batch(): batches have a fixed size")
+            raise ArgumentError(describe("filter() after batch()", expected="filter() before batch(): batches have a fixed size", fix="move .filter() before .batch()"))
         op = _filtering(predicate, name or getattr(predicate, "__name__", "filter"))
         return self._with(row_ops=self.row_ops + (op,), filtered=True, _counts={})
 
@@ -177,7 +177,7 @@ class Dataset:
             seed = int.from_bytes(os.urandom(4), "little")
             logger.info("unseeded shuffle: drew seed %d (pass seed=%d to reproduce this run)", seed, seed)
         if window is not None and window < 1:
-            raise ValueError(f"window must be >= 1 fragment, got {window}")
+            raise ArgumentError(describe("Invalid window", expected=">= 1 fragment", found=f"{window}"))
         return self._with(seed=int(seed), window=window)
 
     def batch(self, batch_size: int, *, last_batch: LastBatch = "keep") -> "Dataset":
@@ -188,11 +188,11 @@ class Dataset:
         that the Keras adapter turns into zero sample weights.
         """
         if self.batch_size is not None:
-            raise ValueError("batch() was already called")
+            raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
         if last_batch not in ("keep", "drop", "pad"):
-            raise ValueError(f"last_batch must be 'keep', 'drop' or 'pad', got {last_batch!r}")
+            raise ArgumentError(describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}"))
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         return self._with(batch_size=int(batch_size), last_batch=last_batch)
 
     def prefetch(self, depth: int) -> "Dataset":
@@ -202,7 +202,7 @@ class Dataset:
     def shard(self, index: int, count: int) -> "Dataset":
         """Keeps this worker's share of fragments; the shards partition the data."""
         if not 0 <= index < count:
-            raise ValueError(f"shard index must be in [0, {count}), got {index}")
+            raise ArgumentError(describe("Invalid shard index", expected=f"in [0, {count})", found=f"{index}"))
         return self._with(shard_index=int(index), shard_count=int(count))
 
     def with_options(
@@ -305,7 +305,7 @@ class Dataset:
     def num_batches(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> int:
         """Batches this shard yields in ``epoch``, or from a saved ``state`` to its epoch's end."""
         if self.batch_size is None:
-            raise ValueError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
+            raise ArgumentError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
         epoch, start = self._start(epoch, state)
         plan = self.epoch_plan(epoch)
         rows = plan.total_rows - plan.rows_before(start.unit) - start.offset
@@ -379,7 +379,7 @@ class Dataset:
         """Where an epoch starts: at its beginning, or where a saved state says (checked)."""
         if state is None:
             if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise ValueError(describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch)))
+                raise ArgumentError(describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch)))
             return epoch, Position()
         return parse_state(state, self.fingerprint(), self.epoch_plan)
 
@@ -419,7 +419,7 @@ class Dataset:
     def sampling_report(self, epoch: int | None = None) -> dict:
         """Class counts and proportions actually emitted by ``balance`` in ``epoch`` (latest by default)."""
         if self.sampler is None:
-            raise ValueError("sampling_report() needs balance()")
+            raise ArgumentError(describe("sampling_report() needs balance()", fix="call .balance(...) first"))
         return self.sampler.report(epoch)
 
     @property

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import ArgumentError, describe
+
 
 def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
     """A generator determined by the seed, the epoch and a stream id.
@@ -41,7 +43,7 @@ def fragment_order(
     change every shard's size each epoch.
     """
     if not 0 <= shard_index < shard_count:
-        raise ValueError(f"shard_index must be in [0, {shard_count}), got {shard_index}")
+        raise ArgumentError(describe("Invalid shard_index", expected=f"in [0, {shard_count})", found=f"{shard_index}"))
     order = np.arange(shard_index, num_fragments, shard_count)
     if seed is not None:
         order = epoch_rng(seed, epoch, shard_index).permutation(order)

@@ -38,7 +38,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 
 from .core import Chunk
-from .errors import DataError, SchemaError, describe
+from .errors import ArgumentError, DataError, SchemaError, describe
 from .plan import epoch_rng
 
 _SAMPLE_STREAM = 2  # independent of the fragment order (0) and row permutation (1) streams
@@ -257,13 +257,13 @@ def make_sampler(
     present = [c for c, n in counts.items() if n > 0]
     if isinstance(proportions, str):
         if proportions != "uniform":
-            raise ValueError(f"proportions must be 'uniform' or a dict, got {proportions!r}")
+            raise ArgumentError(describe("Invalid proportions", expected="'uniform' or a dict", found=f"{proportions!r}"))
         wanted = {c: 1.0 for c in present}
     else:
         wanted = {_plain(k): float(v) for k, v in proportions.items()}
     missing = [c for c, v in wanted.items() if v > 0 and counts.get(c, 0) == 0]
     if missing or any(v < 0 for v in wanted.values()) or sum(wanted.values()) <= 0:
-        raise ValueError(
+        raise ArgumentError(
             describe(
                 "Target proportions must be >= 0, not all 0, and name classes that occur",
                 expected=f"classes among {present}",
@@ -273,5 +273,5 @@ def make_sampler(
     mass = sum(wanted.values())
     targets = {c: wanted.get(c, 0.0) / mass for c in counts}
     if samples_per_epoch is not None and samples_per_epoch < 1:
-        raise ValueError(f"samples_per_epoch must be >= 1, got {samples_per_epoch}")
+        raise ArgumentError(describe("Invalid samples_per_epoch", expected=">= 1", found=f"{samples_per_epoch}"))
     return BalancedSampler(label, targets, counts, None if samples_per_epoch is None else int(samples_per_epoch), int(seed))

@@ -12,6 +12,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from ..core import Chunk, Position, chunk_len, concat_chunks, slice_chunk
+from ..errors import ArgumentError, describe
 
 LastBatch = Literal["keep", "drop", "pad"]
 PAD_MASK = "__streamfeed_pad_mask__"
@@ -35,7 +36,7 @@ class Batcher:
 
     def __init__(self, batch_size: int, last_batch: LastBatch) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         self.batch_size = batch_size
         self.last_batch = last_batch
         self._pieces: list[Chunk] = []

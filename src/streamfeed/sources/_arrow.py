@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import numpy as np
 
 from ..core import Chunk, NullPolicy
-from ..errors import DataError, SchemaError, describe
+from ..errors import ArgumentError, DataError, SchemaError, describe
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class ColumnPolicy:
         """
         value = self.fill.get(column) if isinstance(self.fill, Mapping) else self.fill
         if value is None:
-            raise ValueError(
+            raise ArgumentError(
                 describe(
                     f"Column {column!r} has a null or NaN value but no fill value",
                     where=where,

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 
 import numpy as np
 
-from ..errors import BadInputReport, DataError, SchemaError, describe
+from ..errors import ArgumentError, BadInputReport, DataError, SchemaError, describe
 from ._arrow import ColumnPolicy
 from ._csv_files import _BOM, HEAD_BYTES, _corrupt, _FileInfo
 from ._csv_scan import Scanner
@@ -92,7 +92,7 @@ def _arrow_type(spec: TypeSpec, column: str) -> pa.DataType:
                 pass
         return pa.from_numpy_dtype(np.dtype(spec))
     except (TypeError, ValueError, pa.ArrowNotImplementedError) as exc:
-        raise ValueError(
+        raise ArgumentError(
             describe(
                 f"column_types[{column!r}] is not a type streamfeed can read CSV values as",
                 expected="a pyarrow type, a NumPy dtype, or a name such as 'int64', 'float32', 'string', 'bool'",
@@ -106,9 +106,9 @@ def _check_encoding(encoding: str) -> None:
     try:
         codecs.lookup(encoding)
     except LookupError as exc:
-        raise ValueError(f"Unknown encoding {encoding!r}") from exc
+        raise ArgumentError(describe("Unknown encoding", expected="a Python codec name such as 'utf-8' or 'latin-1'", found=repr(encoding))) from exc
     if '\n\r",;|\t'.encode(encoding, errors="replace").removeprefix(_BOM) != b'\n\r",;|\t':
-        raise ValueError(
+        raise ArgumentError(
             describe(
                 f"encoding {encoding!r} does not write ASCII punctuation as single ASCII bytes",
                 expected="an ASCII-compatible encoding (utf-8, latin-1, cp1252, ...), which the row-count scan needs",

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import require
+from ..errors import ArgumentError, describe, require
 
 Resize = Literal["stretch", "crop", "pad"]
 Decoder = Literal["auto", "pillow", "simplejpeg"]
@@ -115,7 +115,7 @@ def resolve_decoder(name: Decoder) -> str:
         return "simplejpeg" if _simplejpeg() is not None else "pillow"
     if name == "pillow":
         return "pillow"
-    raise ValueError(f"decoder must be 'auto', 'pillow' or 'simplejpeg', got {name!r}")
+    raise ArgumentError(describe("Invalid decoder", expected="'auto', 'pillow' or 'simplejpeg'", found=f"{name!r}"))
 
 
 def open_header(data: bytes | Any):

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence, Union
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import MissingDependencyError, describe, require
+from ..errors import MissingDependencyError, NotFoundError, describe, require
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -69,7 +69,7 @@ def resolve_files(
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
-        raise FileNotFoundError("No paths were given")
+        raise NotFoundError(describe("No paths were given", expected="a file, directory, glob, URI or a list of them", found="an empty list"))
     found: list[str] = []
     fs: pafs.FileSystem | None = filesystem
     roots: list[str] = []
@@ -79,14 +79,14 @@ def resolve_files(
         if _is_pattern(item_fs, path):
             matches = _glob(item_fs, path)
             if not matches:
-                raise FileNotFoundError(
+                raise NotFoundError(
                     describe("No file matches the pattern", where=path, fix="check the pattern: a glob that matches nothing would read no data")
                 )
             roots.append(path.split("*")[0].rsplit("/", 1)[0])
         else:
             info = item_fs.get_file_info(path)
             if info.type == pafs.FileType.NotFound:
-                raise FileNotFoundError(describe("No such file or directory", where=path, fix="check the path"))
+                raise NotFoundError(describe("No such file or directory", where=path, fix="check the path"))
             if info.type == pafs.FileType.Directory:
                 selector = pafs.FileSelector(path, recursive=True)
                 matches = [

@@ -33,6 +33,8 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 
+from ..errors import ArgumentError, describe
+
 logger = logging.getLogger("streamfeed")
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of the length
@@ -217,11 +219,11 @@ def parse_feature_specs(features: dict) -> list[FeatureSpec]:
             kind, shape = value
             shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"features[{name!r}] must be (kind, shape) such as ('float', (4,)), got {value!r}") from exc
+            raise ArgumentError(describe(f"Invalid features[{name!r}]", expected="(kind, shape) such as ('float', (4,))", found=f"{value!r}")) from exc
         if kind not in KIND_FIELD:
-            raise ValueError(f"features[{name!r}]: kind must be 'float', 'int64' or 'bytes', got {kind!r}")
+            raise ArgumentError(describe(f"Invalid features[{name!r}]: kind", expected="'float', 'int64' or 'bytes'", found=f"{kind!r}"))
         if any(n < 0 for n in shape):
-            raise ValueError(f"features[{name!r}]: shape must be fixed and non-negative, got {shape}")
+            raise ArgumentError(describe(f"Invalid features[{name!r}]: shape", expected="fixed and non-negative", found=f"{shape}"))
         specs.append(FeatureSpec(str(name), kind, shape))
     return specs
 

@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import (
+    ArgumentError,
     BadInputReport,
     CorruptFileError,
     DataError,
@@ -127,9 +128,9 @@ class CsvSource:
         self.report = report or BadInputReport()
         _check_encoding(encoding)
         if delimiter is not None and len(delimiter) != 1:
-            raise ValueError(f"delimiter must be one character, got {delimiter!r}")
+            raise ArgumentError(describe("Invalid delimiter", expected="one character", found=f"{delimiter!r}"))
         if fragment_bytes < 1:
-            raise ValueError(f"fragment_bytes must be >= 1, got {fragment_bytes}")
+            raise ArgumentError(describe("Invalid fragment_bytes", expected=">= 1", found=f"{fragment_bytes}"))
         resolved = resolve_files(paths, suffixes=SUFFIXES, filesystem=filesystem)
         self.filesystem, self.root, self.files = resolved.filesystem, resolved.root, resolved.files
         self._header, self._column_names = header, list(column_names) if column_names is not None else None

@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import Any
 
 from ..core import Source
-from ..errors import BadInputReport, describe
+from ..errors import ArgumentError, BadInputReport, describe
 
 SUFFIXES = {
     ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
@@ -43,13 +43,13 @@ def detect_format(path: str | os.PathLike) -> str:
         found = _suffix_format(path.name)
         if found:
             return found
-        raise ValueError(describe("Cannot tell the format of a file", where=str(path), expected=f"one of the suffixes {sorted(SUFFIXES)}", fix="pass --format"))
+        raise ArgumentError(describe("Cannot tell the format of a file", where=str(path), expected=f"one of the suffixes {sorted(SUFFIXES)}", fix="pass --format"))
     counts = collections.Counter(
         _suffix_format(file.name) for file in path.rglob("*") if file.is_file() and not file.name.startswith((".", "_"))
     )
     counts.pop(None, None)
     if not counts:
-        raise ValueError(describe("No files of a known format in the directory", where=str(path), fix="pass --format"))
+        raise ArgumentError(describe("No files of a known format in the directory", where=str(path), fix="pass --format"))
     return counts.most_common(1)[0][0]
 
 
@@ -72,7 +72,7 @@ def open_source(path: Any, format: str | None = None, *, report: BadInputReport 
     """
     name = format or detect_format(path)
     if name not in _SOURCE_CLASSES:
-        raise ValueError(describe("Unknown format", expected=f"one of {sorted(_SOURCE_CLASSES)}", found=repr(name)))
+        raise ArgumentError(describe("Unknown format", expected=f"one of {sorted(_SOURCE_CLASSES)}", found=repr(name)))
     module, cls = _SOURCE_CLASSES[name]
     source_module = import_module(f"{__package__}.{module}")
     if name == "numpy":  # a NumPy source is opened from named columns: a path is the x column (or a whole .npz)

@@ -44,6 +44,7 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import (
+    ArgumentError,
     BadInputReport,
     CorruptFileError,
     MissingDependencyError,
@@ -334,9 +335,9 @@ class HDF5Source:
     ) -> None:
         h5py = _h5py()
         if rows_per_fragment is not None and rows_per_fragment < 1:
-            raise ValueError(f"rows_per_fragment must be >= 1, got {rows_per_fragment}")
+            raise ArgumentError(describe("Invalid rows_per_fragment", expected=">= 1", found=f"{rows_per_fragment}"))
         if processes is not None and processes < 1:
-            raise ValueError(f"processes must be >= 1 (or None for threads), got {processes}")
+            raise ArgumentError(describe("Invalid processes", expected=">= 1 (or None for threads)", found=f"{processes}"))
         self.report = report or BadInputReport()
         resolved = resolve_files(paths, suffixes=_SUFFIXES)
         self._processes = _ProcessReader(processes) if processes else None

@@ -52,8 +52,10 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import (
+    ArgumentError,
     BadInputReport,
     CorruptFileError,
+    NotFoundError,
     SchemaError,
     SkippedUnit,
     describe,
@@ -219,12 +221,12 @@ class ImageSource:
         threads: int = 8,
     ) -> None:
         if labels not in ("inferred", None):
-            raise ValueError(f"labels must be 'inferred' or None, got {labels!r}")
+            raise ArgumentError(describe("Invalid labels", expected="'inferred' or None", found=f"{labels!r}"))
         if fragment_size < 1:
-            raise ValueError(f"fragment_size must be >= 1, got {fragment_size}")
+            raise ArgumentError(describe("Invalid fragment_size", expected=">= 1", found=f"{fragment_size}"))
         self.root = os.path.abspath(os.fspath(root))
         if not os.path.isdir(self.root):
-            raise FileNotFoundError(describe("No such directory", where=self.root, expected="a folder with one sub-folder per class", fix="check the path"))
+            raise NotFoundError(describe("No such directory", where=self.root, expected="a folder with one sub-folder per class", fix="check the path"))
         self.spec = spec
         self.decode = decode
         self.decoder = resolve_decoder(spec.decoder)
@@ -349,8 +351,8 @@ def decode_spec(
     choices = {"dtype": (dtype, ("uint8", "float32")), "channels": (channels, (1, 3, 4)), "resize": (resize, ("stretch", "crop", "pad"))}
     for option, (value, allowed) in choices.items():
         if value not in allowed:
-            raise ValueError(describe(f"Unknown {option}", expected=f"one of {list(allowed)}", found=repr(value)))
+            raise ArgumentError(describe(f"Unknown {option}", expected=f"one of {list(allowed)}", found=repr(value)))
     height, width = (int(v) for v in size)
     if height < 1 or width < 1:
-        raise ValueError(describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size)))
+        raise ArgumentError(describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size)))
     return DecodeSpec(height, width, int(channels), dtype, resize, decoder)  # type: ignore[arg-type]

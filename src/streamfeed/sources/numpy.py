@@ -47,8 +47,10 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import (
+    ArgumentError,
     BadInputReport,
     CorruptFileError,
+    NotFoundError,
     SchemaError,
     SkippedUnit,
     describe,
@@ -100,7 +102,7 @@ class _Inflater:
                         pending = handle.read(want) if want > 0 else b""
                         file_pos += len(pending)
                         if not pending:
-                            raise EOFError(f"compressed data ends at uncompressed byte {pos}, {end - pos} bytes short")
+                            raise zlib.error(f"compressed data ends at uncompressed byte {pos}, {end - pos} bytes short")
                     following = self._boundaries[bisect.bisect_right(self._boundaries, pos)] if pos < self._boundaries[-1] else end
                     limit = min(end, following) - pos if following > pos else end - pos
                     piece = inflater.decompress(pending, limit)
@@ -113,8 +115,8 @@ class _Inflater:
                         if pos in self._boundary_set:
                             self._remember(pos, inflater, file_pos - len(pending))
                     elif inflater.eof:
-                        raise EOFError(f"the deflate stream ends at uncompressed byte {pos}, {end - pos} bytes short")
-            except (zlib.error, EOFError) as exc:
+                        raise zlib.error(f"the deflate stream ends at uncompressed byte {pos}, {end - pos} bytes short")
+            except zlib.error as exc:
                 raise CorruptFileError(
                     describe(
                         "A compressed .npz member cannot be decompressed (corrupt or truncated)",
@@ -319,7 +321,7 @@ def _open_spec(spec: str, name: str) -> list[tuple[str, _Array]]:
     else:
         path, member = os.path.abspath(spec), None
     if not os.path.exists(path):
-        raise FileNotFoundError(describe("No such file", where=path, fix="check the path"))
+        raise NotFoundError(describe("No such file", where=path, fix="check the path"))
     if path.lower().endswith(".npz"):
         members = _npz_members(path)
         if member is None:
@@ -385,14 +387,14 @@ class NumpySource:
         report: BadInputReport | None = None,
     ) -> None:
         if rows_per_fragment is not None and rows_per_fragment < 1:
-            raise ValueError(f"rows_per_fragment must be >= 1, got {rows_per_fragment}")
+            raise ArgumentError(describe("Invalid rows_per_fragment", expected=">= 1", found=f"{rows_per_fragment}"))
         self.report = report or BadInputReport()
         lists = {name: _as_list(specs) for name, specs in arrays.items()}
         if not lists:
-            raise ValueError("read_numpy needs at least one array (x=..., or arrays={...})")
+            raise ArgumentError(describe("read_numpy needs at least one array", fix="pass x=..., or arrays={...}"))
         counts = {name: len(paths) for name, paths in lists.items()}
         if len(set(counts.values())) != 1:
-            raise ValueError(describe("Columns were given different numbers of files", found=str(counts), fix="give every column one file per shard, in the same order"))
+            raise ArgumentError(describe("Columns were given different numbers of files", found=str(counts), fix="give every column one file per shard, in the same order"))
         self.fragments: list[NumpyFragment] = []
         self.files: list[str] = []
         self._layout: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None
@@ -493,6 +495,6 @@ def numpy_columns(x: Specs | None, y: Specs | None, arrays: Mapping[str, Specs] 
         columns["y"] = y
     for name, spec in (arrays or {}).items():
         if name in columns:
-            raise ValueError(describe(f"Column {name!r} is given twice", found="as an argument and in arrays=", fix="name it once"))
+            raise ArgumentError(describe(f"Column {name!r} is given twice", found="as an argument and in arrays=", fix="name it once"))
         columns[name] = spec
     return columns

@@ -52,6 +52,7 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import (
+    ArgumentError,
     BadInputReport,
     CorruptFileError,
     DataError,
@@ -204,7 +205,7 @@ def _is_gzip(path: str, compression: Compression) -> bool:
     if compression == "GZIP":
         return True
     if compression is not None:
-        raise ValueError(f"compression must be None (detect from the '.gz' extension) or 'GZIP', got {compression!r}")
+        raise ArgumentError(describe("Invalid compression", expected="None (detect from the '.gz' extension) or 'GZIP'", found=f"{compression!r}"))
     return path.lower().endswith((".gz", ".gzip"))
 
 
@@ -304,7 +305,7 @@ class TFRecordFragment:
                 with fs.open_input_file(self.path) as stream:
                     data = stream.read_at(self.end - self.start, self.start)
                 if len(data) != self.end - self.start:
-                    raise OSError(f"read {len(data)} of {self.end - self.start} bytes")
+                    raise CorruptFileError(describe("The file is shorter than when it was opened", found=f"read {len(data)} of {self.end - self.start} bytes"))
                 return data
             points = self._checkpoints or _inflate.Checkpoints()
             return _inflate.read_range(lambda: fs.open_input_file(self.path), points, self.start, self.end)
@@ -384,7 +385,7 @@ class TFRecordSource:
         threads: int = 8,
     ) -> None:
         if fragment_bytes < 1:
-            raise ValueError(f"fragment_bytes must be >= 1, got {fragment_bytes}")
+            raise ArgumentError(describe("Invalid fragment_bytes", expected=">= 1", found=f"{fragment_bytes}"))
         self.report = report or BadInputReport()
         # a directory contributes only TFRecord-named files; explicit files and globs all count
         resolved = resolve_files(paths, suffixes=(), filesystem=filesystem, keep=lambda name: bool(_TFRECORD_NAME.search(name)))

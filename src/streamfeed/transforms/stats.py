@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..core import Chunk
-from ..errors import SchemaError, describe
+from ..errors import ArgumentError, SchemaError, describe
 
 MapFn = Callable[[Chunk], Chunk]
 
@@ -111,7 +111,7 @@ def clip_to_quantiles(stats: Any, columns: str | Sequence[str], low: float = 0.0
     ``stats[column].quantile_rank_error``.
     """
     if not 0.0 <= low <= high <= 1.0:
-        raise ValueError(f"need 0 <= low <= high <= 1, got low={low}, high={high}")
+        raise ArgumentError(describe("Invalid quantile bounds", expected="0 <= low <= high <= 1", found=f"low={low}, high={high}"))
     names = _names(columns)
     bounds = {}
     for name in names:

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from ..core import Chunk, chunk_len
-from ..errors import SchemaError, describe
+from ..errors import ArgumentError, OutputExistsError, SchemaError, describe
 from ..sources import _tfrecord_format as fmt
 from ..sources._paths import _filesystem_for
 
@@ -132,9 +132,9 @@ def write_tfrecord(
         The paths written, in order. No rows still gives one empty file.
     """
     if shard_rows < 1:
-        raise ValueError(f"shard_rows must be >= 1, got {shard_rows}")
+        raise ArgumentError(describe("Invalid shard_rows", expected=">= 1", found=f"{shard_rows}"))
     if compression not in (None, "GZIP"):
-        raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
+        raise ArgumentError(describe("Invalid compression", expected="None or 'GZIP'", found=f"{compression!r}"))
     fs, prefix = _filesystem_for(os.fspath(path_pattern), filesystem)
     prefix = _SUFFIX.sub("", prefix)
     directory, name = prefix.rsplit("/", 1) if "/" in prefix else (".", prefix)
@@ -142,7 +142,7 @@ def write_tfrecord(
     fs.create_dir(directory, recursive=True)
     existing = sorted(info.path for info in fs.get_file_info(pafs.FileSelector(directory)) if re.fullmatch(re.escape(name) + r"-\d{5}-of-\d{5}" + re.escape(extension), info.base_name))
     if existing and not overwrite:
-        raise FileExistsError(describe("TFRecord files of this name exist already", where=existing[0], fix="pass overwrite=True, or another path_pattern"))
+        raise OutputExistsError(describe("TFRecord files of this name exist already", where=existing[0], fix="pass overwrite=True, or another path_pattern"))
 
     temporary: list[str] = []
     state: dict[str, Any] = {"raw": None, "out": None, "rows": 0}
