@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import streamfeed as sf
 from streamfeed.core import Position
 from streamfeed.plan import fragment_order, make_epoch_plan
-from streamfeed.transforms.batch import PAD_MASK, Batcher, num_batches
-from streamfeed.transforms.shuffle import UnitBuffer, permuted_pieces, unit_permutation
+from streamfeed.runtime.batch import PAD_MASK, Batcher, num_batches
+from streamfeed.runtime.shuffle import UnitBuffer, permuted_pieces, unit_permutation
 
 SETTINGS = settings(max_examples=40, deadline=None)
 seeds = st.integers(0, 2**32 - 1)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 import pyarrow.fs as pafs
 
-from .errors import ErrorPolicy, describe
+from .errors import ArgumentError, ErrorPolicy, describe
 from .pipeline import Dataset
 from .sources._arrow import ColumnPolicy
 from .sources.csv import CsvSource
@@ -44,7 +44,7 @@ FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
 def reader_for(format_name: str) -> Callable[..., Dataset]:
     """The ``read_<format>`` function for a format name (as ``detect_format`` gives)."""
     if format_name not in FORMATS:
-        raise ValueError(describe("Unknown format", expected=f"one of {list(FORMATS)}", found=repr(format_name)))
+        raise ArgumentError(describe("Unknown format", expected=f"one of {list(FORMATS)}", found=repr(format_name)))
     return globals()[f"read_{format_name}"]
 
 
