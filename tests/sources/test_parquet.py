@@ -444,7 +444,18 @@ def test_error_budget_zero_raises_naming_the_file(tmp_path):
     with pytest.raises(ErrorBudgetExceeded) as excinfo:
         sf.read_parquet(tmp_path / "data", on_error="skip", max_bad_count=0)
     assert str(files["truncated"]) in message(excinfo)
+    assert "raise max_bad_count" in message(excinfo)  # the hint names the argument that exists
     assert sf.read_parquet(tmp_path / "data", on_error="skip", max_bad_count=1).report.skipped_units == 1
+    with pytest.raises(ErrorBudgetExceeded, match="raise max_bad_fraction"):
+        sf.read_parquet(tmp_path / "data", on_error="skip", max_bad_fraction=0.0)
+
+
+@pytest.mark.parametrize(
+    "errors", [{"on_error": "ignore"}, {"max_bad_fraction": 1.5}, {"max_bad_count": -1}], ids=str
+)
+def test_a_bad_error_policy_is_refused_before_reading(tmp_path, errors):
+    with pytest.raises(sf.ArgumentError, match=next(iter(errors))):
+        sf.read_parquet(tmp_path / "does-not-matter.parquet", **errors)
 
 
 def corrupt_row_group(path: Path, row_group: int) -> None:
