@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, cast
 
 import numpy as np
 
@@ -149,7 +149,7 @@ class Dataset:
         ``fn`` takes and returns a dict of NumPy arrays and must keep the row
         count. Before ``batch`` it runs in the read threads, in parallel.
         """
-        op = _row_preserving(fn, name or getattr(fn, "__name__", "map"))
+        op = _row_preserving(fn, str(name or getattr(fn, "__name__", "map")))
         if self.batch_size is None:
             return self._with(row_ops=self.row_ops + (op,))
         return self._with(batch_ops=self.batch_ops + (op,))
@@ -162,7 +162,7 @@ class Dataset:
         """
         if self.batch_size is not None:
             raise ArgumentError(describe("filter() after batch()", expected="filter() before batch(): batches have a fixed size", fix="move .filter() before .batch()"))
-        op = _filtering(predicate, name or getattr(predicate, "__name__", "filter"))
+        op = _filtering(predicate, str(name or getattr(predicate, "__name__", "filter")))
         return self._with(row_ops=self.row_ops + (op,), filtered=True, _counts={})
 
     def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
@@ -407,12 +407,13 @@ class Dataset:
         from .sampling import make_sampler
 
         dataset = self if self.shuffled else self.shuffle(seed)
+        draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
             stats,
             label,
             proportions=proportions,  # type: ignore[arg-type]
             samples_per_epoch=samples_per_epoch,
-            seed=dataset.seed if seed is None else seed,
+            seed=cast(int, draw_seed),  # set: dataset is shuffled
         )
         return dataset._with(sampler=sampler)
 

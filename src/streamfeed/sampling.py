@@ -130,10 +130,10 @@ def with_class_weights(stats: Any, label: str, weight_column: str = "weight", *,
 
 def largest_remainder(total: int, sizes: Sequence[int]) -> list[int]:
     """Splits ``total`` over parts proportionally to ``sizes``, summing exactly to ``total``."""
-    sizes = np.asarray(sizes, dtype=np.float64)
-    if len(sizes) == 0 or sizes.sum() <= 0:
-        return [0] * len(sizes)
-    exact = total * sizes / sizes.sum()
+    weights = np.asarray(sizes, dtype=np.float64)
+    if len(weights) == 0 or weights.sum() <= 0:
+        return [0] * len(weights)
+    exact = total * weights / weights.sum()
     shares = np.floor(exact).astype(np.int64)
     left = int(total - shares.sum())
     if left:
@@ -158,6 +158,7 @@ class BalancedSampler:
     seed: int
     _tally: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _table: "_ClassTable" = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         probabilities = {c: (self.targets.get(c, 0.0) / n if n else 0.0) for c, n in self.counts.items()}

@@ -158,15 +158,14 @@ def _measured(items: Iterable[T], metrics: "StageMetrics | None", stage: str) ->
 def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Iterator[T]:
     while True:
         started = time.perf_counter()
-        item = next(items, _DONE)
-        if item is _DONE:
+        try:
+            item = next(items)
+        except StopIteration:
             return
         rows = chunk_len(item[0]) if isinstance(item, tuple) and isinstance(item[0], dict) else 0
         metrics.add(stage, time.perf_counter() - started, rows=rows)
         yield item
 
-
-_DONE: object = object()
 
 
 def _apply(spec: EpochSpec, batch: Chunk) -> Chunk:

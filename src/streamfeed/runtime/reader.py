@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -116,23 +117,23 @@ class OrderedReader:
         )
 
     def __iter__(self) -> Iterator[Chunk | None]:
-        take = None if self._metrics is None else self._measured_result
+        take = None if self._metrics is None else functools.partial(_measured_result, self._metrics)
         return in_order(self._submit, self._order, self._ahead, take=take, stopped=self._stop.is_set)
 
     def _submit(self, index: int) -> concurrent.futures.Future:
         fragment = self._fragments[index]
         return self._pool.submit(read_fragment, fragment, self._row_ops, self._report, self._metrics)
 
-    def _measured_result(self, pending: collections.deque) -> Chunk | None:
-        """The next chunk, recording fragments ready/in flight and the wait for it."""
-        metrics = self._metrics
-        ready = sum(future.done() for future in pending)
-        metrics.gauge("reader_ready", ready)
-        metrics.gauge("reader_in_flight", len(pending) - ready)
-        started = time.perf_counter()
-        chunk = pending.popleft().result()
-        metrics.add("read_wait", time.perf_counter() - started)
-        return chunk
-
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _measured_result(metrics: "StageMetrics", pending: collections.deque) -> Chunk | None:
+    """The next chunk, recording fragments ready/in flight and the wait for it."""
+    ready = sum(future.done() for future in pending)
+    metrics.gauge("reader_ready", ready)
+    metrics.gauge("reader_in_flight", len(pending) - ready)
+    started = time.perf_counter()
+    chunk = pending.popleft().result()
+    metrics.add("read_wait", time.perf_counter() - started)
+    return chunk

@@ -23,22 +23,21 @@ import numpy as np
 from ..core import Chunk
 from ..errors import CorruptFileError, DataError, SkippedUnit, describe
 from . import _inflate
-from ._arrow import table_to_chunk
+from ._arrow import Where, table_to_chunk
 from ._csv_files import _open_stream
 from ._csv_options import _Options, first_bad_encoding
 from ._csv_scan import record_lines
 
 
+def _no_line(index: int) -> int | str:
+    return "unknown"
+
+
 @dataclass(frozen=True)
-class _CsvWhere:
+class _CsvWhere(Where):
     """Where a table came from, for ``_arrow``'s null messages: file and physical line."""
 
-    path: str
-    line_of: Callable[[int], int]
-    row_group: None = None
-    first_row: int = 0
-    missing_columns: frozenset = frozenset()
-    locate: Callable[[int], int] | None = None
+    line_of: Callable[[int], int | str] = _no_line  # table row -> physical line
 
     def row(self, index: int) -> str:
         within = self.locate(index) if self.locate is not None else index
@@ -144,7 +143,7 @@ class CsvFragment:
                 SkippedUnit(self.path, f"line {line}", f"expected {expected} fields, found {actual}: {text[:200]!r}", 1)
             )
         bad_records = sorted(number - 1 for number, *_ in invalid if number is not None)
-        return table_to_chunk(table, options.policy, _CsvWhere(self.path, self._line_of_table_row(bad_records), first_row=self.first_row))
+        return table_to_chunk(table, options.policy, _CsvWhere(self.path, first_row=self.first_row, line_of=self._line_of_table_row(bad_records)))
 
     # ------------------------------------------------------------ explaining
     def _record_lines(self) -> np.ndarray:
@@ -152,15 +151,15 @@ class CsvFragment:
         return record_lines(self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line)
 
     @staticmethod
-    def _line(lines: np.ndarray, number: int | None) -> int | str:
-        if number is None or not 0 < number <= len(lines):
+    def _line(lines: np.ndarray | None, number: int | None) -> int | str:
+        if lines is None or number is None or not 0 < number <= len(lines):
             return "unknown"
         return int(lines[number - 1])
 
-    def _line_of_table_row(self, bad_records: Sequence[int]) -> Callable[[int], int]:
+    def _line_of_table_row(self, bad_records: Sequence[int]) -> Callable[[int], int | str]:
         """Table row -> physical line, computed only when a message asks."""
 
-        def line_of(index: int) -> int:
+        def line_of(index: int) -> int | str:
             record = index
             for bad in bad_records:  # the table lacks the skipped ragged records
                 if bad <= record:

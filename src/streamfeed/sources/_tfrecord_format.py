@@ -400,7 +400,7 @@ def _decode_column(
     n, size = len(begin), spec.size
     name = spec.name
 
-    def wrong_length(rows: np.ndarray, counts: np.ndarray) -> None:
+    def wrong_length(rows: np.ndarray, counts: np.ndarray | int) -> None:
         for row, count in zip(rows.tolist(), np.broadcast_to(counts, rows.shape).tolist()):
             errors.setdefault(row, f"feature {name!r} has {count} values, the spec's shape {spec.shape} needs {size}")
 
@@ -421,8 +421,8 @@ def _decode_column(
                 errors.setdefault(row, f"feature {name!r} holds a malformed bytes_list")
             ok = good
             rows = np.flatnonzero(ok)
-            values = [raw[s:e] for s, e in zip(at[rows].tolist(), (at + length)[rows].tolist())]
-            out[rows, column] = np.fromiter(values, dtype=object, count=len(values))  # never via a bytes ('S') array: it strips trailing NULs
+            pieces = [raw[s:e] for s, e in zip(at[rows].tolist(), (at + length)[rows].tolist())]
+            out[rows, column] = np.fromiter(pieces, dtype=object, count=len(pieces))  # never via a bytes ('S') array: it strips trailing NULs
             cursor = np.where(ok, at + length, cursor)
         extra = ok & (cursor < end)
         for row in np.flatnonzero(extra).tolist():

@@ -50,7 +50,7 @@ def detect_format(path: str | os.PathLike) -> str:
     counts.pop(None, None)
     if not counts:
         raise ArgumentError(describe("No files of a known format in the directory", where=str(path), fix="pass --format"))
-    return counts.most_common(1)[0][0]
+    return str(counts.most_common(1)[0][0])
 
 
 _SOURCE_CLASSES = {

@@ -350,12 +350,12 @@ class HDF5Source:
         for path in resolved.files:
             try:
                 with h5py.File(path, "r") as handle:
-                    rows, chunks, columns = self._open_file(handle, path)
+                    rows, chunks, found = self._open_file(handle, path)
             except (SchemaError, CorruptFileError) as error:
                 self.report.reject(error, path=path)
                 continue
             except OSError as exc:  # h5py: not HDF5, truncated, zero bytes, unreadable
-                error = CorruptFileError(
+                unreadable = CorruptFileError(
                     describe(
                         "A file is not readable HDF5 (corrupt, truncated, empty, or another format)",
                         where=path,
@@ -364,11 +364,11 @@ class HDF5Source:
                         fix="rewrite or remove the file, or pass on_error='skip' to leave it out and report it",
                     )
                 )
-                self.report.reject(error, path=path, cause=exc)
+                self.report.reject(unreadable, path=path, cause=exc)
                 continue
             self.files.append(path)
             sizes.append(os.path.getsize(path))
-            self._split(path, rows, chunks, columns)
+            self._split(path, rows, chunks, found)
         self._sizes = sizes
         self.report.total_rows = sum(f.num_rows for f in self.fragments)
         self.report.total_files = len(resolved.files)

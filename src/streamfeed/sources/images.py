@@ -129,8 +129,10 @@ def list_images(root: str, labels: Labels | None) -> _Listing:
 def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[str, int]:
     if isinstance(label_map, (str, os.PathLike)):
         with open(label_map, encoding="utf-8") as handle:
-            label_map = json.load(handle)
-    mapping = {str(name): int(index) for name, index in dict(label_map).items()}
+            given: Mapping[str, int] = json.load(handle)
+    else:
+        given = label_map
+    mapping = {str(name): int(index) for name, index in dict(given).items()}
     if len(set(mapping.values())) != len(mapping):
         raise SchemaError(describe("The label map gives two classes the same label", found=str(mapping), fix="give every class its own integer"))
     return mapping
@@ -251,7 +253,7 @@ class ImageSource:
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
         self.files = tuple(files)
         self._sizes = tuple(sizes)
-        label_array = np.array([self.label_map[c] for c in classes], dtype=np.int64) if labels == "inferred" else None
+        label_array = np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
         self.fragments = [
             ImageFragment(
                 key=f"{self.root}#files={start}-{min(start + fragment_size, len(files)) - 1}",

@@ -41,7 +41,7 @@ import threading
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence, Union, cast
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class _Inflater:
         self._boundaries = sorted(set(boundaries))
         self._boundary_set = frozenset(self._boundaries)
         self._positions = [0]
-        self._states: dict[int, tuple[object, int]] = {0: (zlib.decompressobj(-15), 0)}
+        self._states: dict[int, tuple[Any, int]] = {0: (zlib.decompressobj(-15), 0)}  # zlib's Decompress is not a public type
         self._lock = threading.Lock()
 
     def read_into(self, start: int, out: memoryview, label: str) -> None:
@@ -126,7 +126,7 @@ class _Inflater:
                     )
                 ) from exc
 
-    def _remember(self, pos: int, inflater: object, offset: int) -> None:
+    def _remember(self, pos: int, inflater: Any, offset: int) -> None:
         with self._lock:
             if pos not in self._states:
                 self._states[pos] = (inflater.copy(), offset)
@@ -162,25 +162,26 @@ class _Array:
         if self.inflater is not None:
             if self.fortran:  # a single fragment: the whole member
                 flat = np.empty(int(np.prod(self.shape, dtype=np.int64)), dtype=self.dtype)
-                self.inflater.read_into(self.header_bytes, memoryview(flat).cast("B"), self.label)
+                self.inflater.read_into(self.header_bytes, flat.data.cast("B"), self.label)
                 return np.ascontiguousarray(flat.reshape(self.shape, order="F")[start:stop])
-            self.inflater.read_into(self.header_bytes + start * self.row_bytes, memoryview(out).cast("B"), self.label)
+            self.inflater.read_into(self.header_bytes + start * self.row_bytes, out.data.cast("B"), self.label)
             return out
+        offset = cast(int, self.data_offset)  # not compressed: the bytes are stored at an offset
         if self.fortran:
-            mapped = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.data_offset, shape=self.shape, order="F")
+            mapped = np.memmap(self.path, dtype=self.dtype, mode="r", offset=offset, shape=self.shape, order="F")
             try:
                 return np.ascontiguousarray(mapped[start:stop])
             finally:
                 del mapped
         with open(self.path, "rb") as handle:
-            handle.seek(self.data_offset + start * self.row_bytes)
-            got = handle.readinto(memoryview(out).cast("B"))
+            handle.seek(offset + start * self.row_bytes)
+            got = handle.readinto(out.data.cast("B"))
         if got != out.nbytes:
             raise CorruptFileError(
                 describe(
                     "A NumPy file is shorter than when it was opened",
                     where=f"{self.label}, rows {start}-{stop - 1}",
-                    expected=f"{out.nbytes} bytes from offset {self.data_offset + start * self.row_bytes}",
+                    expected=f"{out.nbytes} bytes from offset {offset + start * self.row_bytes}",
                     found=f"{got}",
                     fix="do not change files while reading them",
                 )
@@ -198,7 +199,7 @@ def npy_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
         elif version == (2, 0):
             shape, fortran, dtype = fmt.read_array_header_2_0(handle)
         else:
-            shape, fortran, dtype = fmt._read_array_header(handle, version)  # noqa: SLF001 - format 3.0
+            shape, fortran, dtype = fmt._read_array_header(handle, version)  # type: ignore[attr-defined]  # format 3.0: numpy has no public reader
     except (ValueError, EOFError, OSError, SyntaxError) as exc:
         raise CorruptFileError(
             describe(

@@ -163,7 +163,7 @@ def _scan_gzip(stream: Any, path: str, size: int, fragment_bytes: int) -> FileIn
                 view = view[taken:]
             pending += view
             while not skip and len(pending) >= fmt.HEADER_BYTES:
-                length, good = fmt.read_header(pending, 0)
+                length, good = fmt.read_header(memoryview(pending), 0)
                 if not good:
                     what = "the length field's CRC does not match"
                     if records == 0:
@@ -239,7 +239,7 @@ def _decode_image(data: bytes, target: tuple[int, ...] | None) -> np.ndarray:
     if target is not None:
         from . import _decode
 
-        spec = _decode.DecodeSpec(*target)
+        spec = _decode.DecodeSpec(*target[:3])  # type: ignore[arg-type]  # (height, width[, channels]): ints only
         return _decode.decode(data, spec, _decode.resolve_decoder(spec.decoder))
     from ..errors import require
 

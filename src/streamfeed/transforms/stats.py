@@ -179,7 +179,7 @@ def _valid(column: np.ndarray) -> np.ndarray:
     if column.dtype.kind == "f":
         return ~np.isnan(column)
     if column.dtype.kind == "O":
-        return np.not_equal(column, None)
+        return np.not_equal(column, None)  # type: ignore[call-overload]  # NumPy's stubs lack the object-column form
     return np.ones(column.shape, dtype=bool)
 
 
