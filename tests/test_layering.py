@@ -23,7 +23,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (1, ("sources",)),
     (2, ("runtime",)),
     (3, ("pipeline",)),
-    (4, ("keras", "stats", "inspect", "transforms", "diagnostics", "quality")),
+    (4, ("keras", "stats", "inspect", "transforms", "diagnostics")),
     (5, ("readers", "writers", "convert", "demo", "__init__")),
     (6, ("commands", "cli")),
 ]

@@ -7,11 +7,13 @@ functions; ``main(argv) -> int`` is what the tests call in-process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from typing import Sequence
 
 from .commands import bench, convert, demo, inspect, stats
+from .inspect.progress import quiet
 
 COMMANDS = [demo, convert, inspect, stats, bench]
 
@@ -25,10 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one sub-command; ``--quiet`` (every command has it) turns off every progress bar."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     try:
-        return args.run(args)
+        with quiet() if args.quiet else contextlib.nullcontext():
+            return args.run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

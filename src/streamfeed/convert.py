@@ -13,13 +13,14 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .core import Chunk, chunk_len, slice_chunk
+from .inspect.progress import progress as progress_bar
 from .sources._arrow import ROW_SHAPE_METADATA
 
 if TYPE_CHECKING:
@@ -79,12 +80,14 @@ def convert_to_parquet(
     shard_rows: int = DEFAULT_SHARD_ROWS,
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     compression: str = "zstd",
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> ConvertSummary:
     """Writes ``dataset`` (one unshuffled pass) as ``part-00000.parquet``, ``part-00001``, ...
 
-    Row groups of ``row_group_rows`` make good fragments for streaming back;
-    each shard holds at most ``shard_rows`` rows.
+    Row groups of ``row_group_rows`` (fewer for rows wider than
+    ``ROW_GROUP_BYTES`` allows) make good fragments for streaming back;
+    each shard holds at most ``shard_rows`` rows. ``progress``: a bar with
+    rows/s and ETA (None: on a terminal).
     """
     target = Path(destination)
     target.mkdir(parents=True, exist_ok=True)
@@ -92,9 +95,8 @@ def convert_to_parquet(
     started = time.perf_counter()
     writer: pq.ParquetWriter | None = None
     in_shard = 0
-    row_bytes = float(getattr(dataset.source, "row_bytes", 64.0))
-    row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // row_bytes)))
-    with _progress(progress, dataset.num_rows()) as advance:
+    row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // dataset.source.row_bytes)))
+    with progress_bar(dataset.num_rows(), "converting", unit="rows", enabled=progress) as advance:
         for chunk in _rows(dataset.batch(row_group_rows).prefetch(2)):
             start = 0
             while start < chunk_len(chunk):
@@ -121,7 +123,9 @@ def convert_to_parquet(
     return summary
 
 
-def convert_to_tfrecord(dataset: "Dataset", destination: str | Path, *, shard_rows: int = 100_000, compression: str | None = None) -> ConvertSummary:
+def convert_to_tfrecord(
+    dataset: "Dataset", destination: str | Path, *, shard_rows: int = 100_000, compression: Literal["GZIP"] | None = None
+) -> ConvertSummary:
     """Writes ``dataset`` (one unshuffled pass) as ``part-0000i-of-0000N.tfrecord`` shards."""
     from .writers.tfrecord import write_tfrecord
 
@@ -135,35 +139,3 @@ def convert_to_tfrecord(dataset: "Dataset", destination: str | Path, *, shard_ro
         seconds=time.perf_counter() - started,
         skipped=dataset.report.to_dict(),
     )
-
-
-def _rate_column():
-    from rich.progress import ProgressColumn
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        def render(self, task) -> Text:
-            return Text(f"{task.speed or 0:,.0f} rows/s")
-
-    return RateColumn()
-
-
-class _progress:
-    """A rich progress bar over rows with rate and ETA, or nothing."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total = enabled, total
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda rows: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _rate_column(), TimeRemainingColumn())
-        self._bar.start()
-        task = self._bar.add_task("converting", total=self.total)
-        return lambda rows: self._bar.advance(task, rows)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.enabled:
-            self._bar.stop()

@@ -45,7 +45,7 @@ def generate(directory: Path, rows: int, features: int, seed: int = 0) -> Path:
                 n = min(ROW_GROUP_ROWS, count - start)
                 x = rng.normal(size=(n, features)).astype(np.float32)
                 y = x @ weights + rng.normal(scale=0.1, size=n).astype(np.float32)
-                columns = {"id": np.arange(written + start, written + start + n, dtype=np.int64)}
+                columns: dict[str, np.ndarray] = {"id": np.arange(written + start, written + start + n, dtype=np.int64)}
                 columns.update({f"f{i}": x[:, i] for i in range(features)})
                 columns["y"] = y.astype(np.float32)
                 writer.write_table(pa.table(columns, schema=_schema(features)))

@@ -23,9 +23,12 @@ import logging
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from .core import chunk_len
+from .errors import ArgumentError, describe
+from .inspect.progress import Advance
+from .inspect.progress import progress as progress_bar
 from .runtime.metrics import StageMetrics
 
 logger = logging.getLogger("streamfeed")
@@ -129,8 +132,8 @@ def bench(
     model: Any = None,
     label: str | None = None,
     features: list[str] | None = None,
-    callbacks: list[Any] = (),
-    progress: bool = False,
+    callbacks: Sequence[Any] = (),
+    progress: bool | None = False,
 ) -> BenchReport:
     """Runs ``dataset`` for about ``seconds`` (or ``max_batches``) and diagnoses it.
 
@@ -139,28 +142,34 @@ def bench(
     ``model.fit`` (after a two-step warm-up that compiles the step) with an
     :class:`~streamfeed.keras.InputStallMonitor`; otherwise they are taken
     off the queue as fast as possible, so the pipeline's own ceiling is measured.
+    ``progress``: a bar of batches with their rate (None: on a terminal).
     """
     if seconds <= 0 and not max_batches:
-        raise ValueError("bench needs seconds > 0 or max_batches")
+        raise ArgumentError(
+            describe("bench needs a bound", expected="seconds > 0 or max_batches", found=f"seconds={seconds}")
+        )
     metrics = StageMetrics()
-    with _Progress(progress, max_batches) as bar:
+    with progress_bar(max_batches, "bench", unit="batches", enabled=progress) as advance:
         if model is None:
-            batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, bar), None)
+            batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, advance), None)
         else:
             if label is None:
-                raise ValueError("bench(model=...) needs label=, the label column")
-            batches, rows, model_stats = _fit(dataset, metrics, model, label, features, list(callbacks), seconds, max_batches, bar)
+                raise ArgumentError(describe("bench(model=...) needs the label column", fix="pass label=..."))
+            bounds = (seconds, max_batches, advance)
+            batches, rows, model_stats = _fit(dataset, metrics, model, label, features, list(callbacks), *bounds)
     return _report(dataset, metrics.snapshot(), batches, rows, model_stats)
 
 
-def _drain(dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int | None, bar: "_Progress") -> tuple[int, int]:
+def _drain(
+    dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int | None, advance: Advance
+) -> tuple[int, int]:
     batches = rows = epoch = 0
     deadline = time.perf_counter() + seconds if seconds > 0 else float("inf")
     while True:
         with dataset.iter_epoch(epoch, metrics=metrics) as stream:
             for batch in stream:
                 batches, rows = batches + 1, rows + chunk_len(batch)
-                bar.advance(batches)
+                advance()
                 if (max_batches and batches >= max_batches) or time.perf_counter() >= deadline:
                     return batches, rows
         if batches == 0:
@@ -168,7 +177,10 @@ def _drain(dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int
         epoch += 1
 
 
-def _fit(dataset: Any, metrics: StageMetrics, model: Any, label: str, features: list[str] | None, callbacks: list[Any], seconds: float, max_batches: int | None, bar: "_Progress"):
+def _fit(
+    dataset: Any, metrics: StageMetrics, model: Any, label: str, features: list[str] | None, callbacks: list[Any],
+    seconds: float, max_batches: int | None, advance: Advance,
+) -> tuple[int, int, dict[str, float]]:  # fmt: skip
     import keras
 
     from .keras.monitor import InputStallMonitor
@@ -188,7 +200,7 @@ def _fit(dataset: Any, metrics: StageMetrics, model: Any, label: str, features: 
         class Bounded(keras.callbacks.Callback):
             def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
                 done[0] += 1
-                bar.advance(done[0])
+                advance()
                 if time.perf_counter() >= deadline or (max_batches and done[0] >= max_batches):
                     self.model.stop_training = True
 
@@ -250,7 +262,7 @@ def _verdict(dataset: Any, snap: dict, threads: int, cores: int, model_stats: di
             return f"fragment_op:{slowest['op']}", f"per-fragment {name} is the limit", advice
         return "read", *_read_verdict(dataset, stages["read"], snap, threads, cores, advice)
     parts = {"assemble": seconds["assemble"], "batch": seconds["batch"], "batch_ops": seconds["batch_ops"]}
-    stage = max(parts, key=parts.get)
+    stage = max(parts, key=lambda name: parts[name])
     if stage == "batch_ops":
         slowest = next(op for op in ops if op["stage"] == "batch_ops")
         name = _op_label(slowest["op"])
@@ -301,32 +313,3 @@ def _source_format(dataset: Any) -> str | None:
         return dataset.source.fingerprint().get("format")
     except Exception:  # a custom source without a format: no format-specific advice
         return None
-
-
-class _Progress:
-    """A rich progress bar over batches (or time), or nothing."""
-
-    def __init__(self, enabled: bool, max_batches: int | None) -> None:
-        self.enabled, self.total = enabled, max_batches
-        self._bar = self._task = None
-
-    def __enter__(self) -> "_Progress":
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            self._bar = Progress(TextColumn("bench"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), transient=True, console=Console(stderr=True))
-            self._bar.start()
-            self._task = self._bar.add_task("bench", total=self.total, rate="")
-            self._started = time.perf_counter()
-        return self
-
-    def advance(self, done: int) -> None:
-        if self._bar is not None:
-            rate = done / max(time.perf_counter() - self._started, 1e-9)
-            self._bar.update(self._task, completed=done, rate=f"{rate:,.1f} batches/s")
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()

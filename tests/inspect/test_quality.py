@@ -14,7 +14,14 @@ from PIL import Image, ImageFilter
 
 import streamfeed as sf
 from streamfeed.inspect.image_quality import laplacian_variance
-from streamfeed.quality import HLL_LG_K, average_ranks, column_hash, quality_report, row_hash, spearman_with_order
+from streamfeed.inspect.quality import (
+    HLL_LG_K,
+    average_ranks,
+    column_hash,
+    quality_report,
+    row_hash,
+    spearman_with_order,
+)
 
 
 def test_null_nan_inf_rates_and_constant_columns_match_numpy(tmp_path):

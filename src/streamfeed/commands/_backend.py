@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import MissingDependencyError, describe
+
 
 def choose_keras_backend() -> str:
     """Keeps the user's KERAS_BACKEND; otherwise the first installed of TF, JAX, torch.
@@ -22,7 +24,13 @@ def choose_keras_backend() -> str:
         if importlib.util.find_spec(module) is not None:
             os.environ["KERAS_BACKEND"] = backend
             return backend
-    raise SystemExit("No Keras backend is installed: pip install 'streamfeed[tensorflow]' (or [jax], [torch])")
+    raise MissingDependencyError(
+        describe(
+            "No Keras backend is installed",
+            expected="TensorFlow, JAX or torch",
+            fix="pip install 'streamfeed[tensorflow]' (or [jax], [torch])",
+        )
+    )
 
 
 def _keras_config_backend() -> str | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+from ..inspect.report import index_like
 from ._backend import choose_keras_backend
 
 
@@ -29,7 +31,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sources.detect import detect_format, reader_for
+    from ..readers import reader_for
+    from ..sources.detect import detect_format
 
     if args.model and not args.label:
         print("streamfeed bench: --model needs --label, the label column", file=sys.stderr)
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         choose_keras_backend()
         from ..demo import build_model
 
-        features = [name for name in dataset.source.column_names if name != args.label and name not in ("id", "index")]
+        features = feature_columns(dataset, args.label)
         model = build_model(len(features))
     from ..diagnostics import bench
 
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         model=model,
         label=args.label,
         features=features,
-        progress=not args.quiet and not args.json and sys.stderr.isatty(),
+        progress=False if args.json else None,
     )
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -64,3 +67,16 @@ def run(args: argparse.Namespace) -> int:
 
         (Console() if sys.stdout.isatty() else Console(width=130)).print(report.render())
     return 0
+
+
+def feature_columns(dataset: Any, label: str) -> list[str]:
+    """The demo model's inputs: every column but the label and those that look like a row index.
+
+    A row index (named like one, or integers counting 0, 1, 2, ... in the
+    first fragment; ``inspect``'s rule) would let the model learn the row
+    order; the source has already left out the index columns it knows of
+    (e.g. pandas' ``__index_level_0__``).
+    """
+    fragments = dataset.source.fragments
+    head = fragments[0].read() if fragments else {}
+    return [name for name in dataset.source.column_names if name != label and not index_like(name, head.get(name))]

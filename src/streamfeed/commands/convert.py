@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -25,17 +24,17 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..convert import convert_to_parquet, convert_to_tfrecord
-    from ..sources.detect import detect_format, reader_for
+    from ..readers import reader_for
+    from ..sources.detect import detect_format
 
     source_format = args.format or detect_format(args.source)
     # images are stored encoded: smaller than pixels, and decoding them back is fast
     options = {"decode": False} if source_format == "images" else {}
     dataset = reader_for(source_format)(args.source, on_error=args.on_error, report_path=args.report, **options)
-    progress = not args.quiet and sys.stderr.isatty()
     if args.to == "tfrecord":
         summary = convert_to_tfrecord(dataset, args.destination, shard_rows=args.shard_rows, compression=args.compression)
     else:
-        summary = convert_to_parquet(dataset, args.destination, shard_rows=args.shard_rows, progress=progress)
+        summary = convert_to_parquet(dataset, args.destination, shard_rows=args.shard_rows, progress=None)
     if args.json:
         print(json.dumps(summary.to_dict()))
     else:

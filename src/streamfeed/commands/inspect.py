@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 
 
@@ -26,10 +25,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inspect import inspect
-    from ..inspect.report import quiet
 
-    with quiet() if args.quiet else contextlib.nullcontext():
-        report = inspect(args.path, format=args.format, full=args.full, sample_rows=args.sample_rows, memory_limit=args.memory_limit, quality=args.quality, label=args.label)
+    report = inspect(
+        args.path, format=args.format, full=args.full, sample_rows=args.sample_rows,
+        memory_limit=args.memory_limit, quality=args.quality, label=args.label,
+    )  # fmt: skip
     if args.html:
         from ..inspect.html import write_html
 

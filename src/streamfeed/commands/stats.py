@@ -30,8 +30,9 @@ def _names(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..inspect.report import progress
-    from ..sources.detect import detect_format, reader_for
+    from ..inspect.progress import progress
+    from ..readers import reader_for
+    from ..sources.detect import detect_format
     from ..stats import compute_stats
 
     source_format = args.format or detect_format(args.source)
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         distinct=args.distinct,
         threads=args.threads,
     )
-    with progress(len(dataset.source.fragments), "stats (fragments)", enabled=False if args.quiet else None) as advance:
+    with progress(len(dataset.source.fragments), "stats", unit="fragments") as advance:
         stats = compute_stats(dataset, progress=lambda done, total: advance(), **options)
     stats.save(args.output)
     if not args.quiet:

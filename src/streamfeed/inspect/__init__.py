@@ -11,6 +11,9 @@ import os
 from importlib import import_module
 from typing import Literal
 
+from ..errors import ArgumentError, describe
+from ..sources.detect import detect_format
+from .quality import quality_report
 from .report import Column, InspectReport, InspectWarning
 
 Format = Literal["parquet", "csv", "hdf5", "numpy", "tfrecord", "images"]
@@ -36,22 +39,18 @@ def inspect(
         sample_rows: sample values shown per column.
         memory_limit: the pipeline's memory limit that row groups are
             checked against (default :data:`streamfeed.memory.DEFAULT_MEMORY_LIMIT`).
-        quality: also run :func:`streamfeed.quality.quality_report` (one
+        quality: also run :func:`streamfeed.inspect.quality.quality_report` (one
             pass over the data) and attach it as ``report.quality``.
         label: the label column for the quality report.
     """
-    from ..sources.detect import detect_format
-
     path = os.fspath(path)
     chosen = format or detect_format(path)
     if chosen not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {chosen!r}")
+        raise ArgumentError(describe("Unknown format", expected=f"one of {FORMATS}", found=repr(chosen)))
     report = InspectReport(path=path, format=chosen)
     module = import_module(f".{chosen}", __name__)
     getattr(module, f"inspect_{chosen}")(path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report)
     if quality:
-        from ..quality import quality_report
-
         report.quality = quality_report(path, format=chosen, label=label).to_dict()
     return report
 

@@ -9,20 +9,22 @@ import io
 import numpy as np
 import pyarrow.csv as pacsv
 
-from ..sources.csv import DEFAULT_NULL_VALUES, _codec, _read_head, read_csv
-from .report import Column, InspectReport, add_files, arrow_to_numpy, index_like, progress, sample_values, warn_index
+from ..sources._csv_files import file_codec, head_bytes
+from ..sources.csv import DEFAULT_NULL_VALUES, CsvSource
+from .progress import progress
+from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
 
 _SAMPLE_BYTES = 1 << 20
 
 
 def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
-    source = read_csv(path, nulls="fill", fill=0).source  # opening scans the files: exact counts, cached
+    source = CsvSource(path)  # opening scans the files: exact counts, cached
     files = list(source.files)
     sizes = [info.size or 0 for info in source.filesystem.get_file_info(files)]
     add_files(report, files, sizes)
     report.rows, report.rows_exact = sum(fragment.num_rows for fragment in source.fragments), True
     first = files[0]
-    head = _read_head(source.filesystem, first, _codec(first))
+    head = head_bytes(source.filesystem, first, file_codec(first))
     encoding, bom = _encoding(head)
     text = head.decode(encoding, errors="replace")
     try:
@@ -35,7 +37,7 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
         "quoting": '"' in text,
         "quoted_newlines": _quoted_newline(text, source.delimiter),
         "encoding": encoding + (" (with BOM)" if bom else ""),
-        "compression": _codec(first),
+        "compression": file_codec(first),
         "line_ending": "\\r\\n" if "\r\n" in text[:65536] else "\\n",
     }
     options = pacsv.ParseOptions(delimiter=source.delimiter)
@@ -44,13 +46,13 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
     sample: dict[str, np.ndarray] = {}
     total = sum(sizes) if full else 0
     scanned = files if full else [first]
-    with progress(total, "scanning bytes", enabled=None if full else False) as advance:
+    with progress(total, "scanning bytes", unit="bytes", enabled=None if full else False) as advance:
         for file in scanned:
-            with source.filesystem.open_input_stream(file, compression=_codec(file)) as stream:
+            with source.filesystem.open_input_stream(file, compression=file_codec(file)) as stream:
                 reader = pacsv.open_csv(stream, parse_options=options, convert_options=convert, read_options=pacsv.ReadOptions(block_size=_SAMPLE_BYTES))
                 for batch in reader:
                     if not sample:
-                        sample = {name: arrow_to_numpy(batch.column(name)) for name in batch.schema.names}
+                        sample = {name: sample_column(batch.column(name), name, file) for name in batch.schema.names}
                     for name in batch.schema.names:
                         nulls[name] = nulls.get(name, 0) + batch.column(name).null_count
                     advance(batch.nbytes)

@@ -44,10 +44,10 @@ def bar_chart(title: str, labels: Sequence[str], counts: Sequence[float]) -> str
 
 
 def _histogram(values: Sequence[float], bins: int = 12) -> tuple[list[str], list[int]]:
-    values = np.asarray(values, dtype=np.float64)
-    if not len(values):
+    array = np.asarray(values, dtype=np.float64)
+    if not len(array):
         return [], []
-    counts, edges = np.histogram(values, bins=bins)
+    counts, edges = np.histogram(array, bins=bins)
     return [f"{edges[i]:,.0f}–{edges[i + 1]:,.0f}" for i in range(len(counts))], counts.tolist()
 
 

@@ -18,6 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import require
+from .progress import progress
+from .report import QualityReport
 
 MAX_SIDE = 1024  # images are measured at most this large (blur scales with resolution)
 DARK, BRIGHT = 10.0, 245.0  # mean brightness (0-255) below/above which an image is near-black/near-white
@@ -79,13 +81,10 @@ def measure_image(path: str) -> dict:
     return facts
 
 
-def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, threads: int = 4):
-    """The quality report of image files (a :class:`streamfeed.quality.QualityReport`)."""
-    from ..quality import QualityReport
-    from .report import progress
-
+def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, threads: int = 4) -> QualityReport:
+    """The quality report of image files."""
     measured = []
-    with progress(len(files), "measuring images", enabled=progress_bar) as advance:
+    with progress(len(files), "measuring images", unit="images", enabled=progress_bar) as advance:
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             for facts in pool.map(measure_image, files):
                 measured.append(facts)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import os
+from typing import Any
 
 import numpy as np
 
 from ..errors import require
-from ..sources.images import _list_images
-from .report import Column, InspectReport, add_files, progress, warn_rare_classes
+from ..sources.images import list_images
+from .progress import progress
+from .report import Column, InspectReport, add_files, warn_rare_classes
 
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
 
@@ -34,10 +36,16 @@ def probe_image(path: str, decode: bool) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def image_folder(path: str | os.PathLike) -> tuple[str, bool, Any]:
+    """The folder's absolute path, whether it has class sub-folders, and its image listing (as the source lists it)."""
+    root = os.path.abspath(os.fspath(path))
+    with os.scandir(root) as entries:
+        has_classes = any(entry.is_dir() and not entry.name.startswith(".") for entry in entries)
+    return root, has_classes, list_images(root, "inferred" if has_classes else None)
+
+
 def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
-    root = os.path.abspath(path)
-    has_classes = any(entry.is_dir() and not entry.name.startswith(".") for entry in os.scandir(root))
-    listing = _list_images(root, "inferred" if has_classes else None)
+    root, has_classes, listing = image_folder(path)
     add_files(report, listing.files, listing.sizes)
     with progress(len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False) as advance:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:

@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 
 from ..memory import DEFAULT_MEMORY_LIMIT, plan_layout
 from ..sources._paths import resolve_files
-from ..sources.parquet import _partition_values
-from .report import Column, InspectReport, add_files, arrow_to_numpy, index_like, progress, sample_values, warn_index
+from ..sources.parquet import partition_values
+from .progress import progress
+from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
 
 _INDEX_PROBE_ROWS = 1000
 
@@ -46,14 +47,14 @@ def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: in
 
     partitions: dict[str, set] = {}
     for file in files:
-        for key, value in _partition_values(file, resolved.root).items():
+        for key, value in partition_values(file, resolved.root).items():
             partitions.setdefault(key, set()).add(value)
     report.details["partition_columns"] = {key: sorted(map(str, values))[:20] for key, values in partitions.items()}
 
     _check_drift(report, files, schemas)
     schema = _union(schemas)
     nulls = _null_counts(metas, schema.names)
-    sample = _sample(first, max(sample_rows, _INDEX_PROBE_ROWS)) if first is not None else {}
+    sample = _sample(first, files[0], max(sample_rows, _INDEX_PROBE_ROWS)) if first is not None else {}
     for field in schema:
         values = sample.get(field.name)
         report.columns.append(
@@ -67,8 +68,8 @@ def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: in
         )
         if index_like(field.name, values):
             warn_index(report, field.name, files[0])
-    for key, values in partitions.items():
-        report.columns.append(Column(name=key, type="partition", samples=sorted(map(str, values))[:sample_rows]))
+    for key, found in partitions.items():
+        report.columns.append(Column(name=key, type="partition", samples=sorted(map(str, found))[:sample_rows]))
     if groups:
         _check_row_groups(report, groups, group_rows, group_bytes, memory_limit)
 
@@ -128,11 +129,12 @@ def _null_counts(metas: list, names: list[str]) -> dict[str, int]:
     return {name: count for name, count in counts.items() if name not in unknown and name in names}
 
 
-def _sample(handle: pq.ParquetFile, rows: int) -> dict[str, np.ndarray]:
+def _sample(handle: pq.ParquetFile, path: str, rows: int) -> dict[str, np.ndarray]:
+    """The first ``rows`` rows of the first file, for sample values and the index check."""
     batch = next(handle.iter_batches(batch_size=rows), None)
     if batch is None:
         return {}
-    return {name: arrow_to_numpy(batch.column(name)) for name in batch.schema.names}
+    return {name: sample_column(batch.column(name), name, path) for name in batch.schema.names}
 
 
 def _check_row_groups(report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, memory_limit: int | None) -> None:

@@ -7,17 +7,16 @@ name what will hurt training and the fix, in the project's one shape.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import re
-import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+import pyarrow as pa
 
-from ..errors import describe
+from ..errors import SchemaError, describe
+from ..sources._arrow import ColumnPolicy, Where, column_to_numpy
 
 TINY_FILE_BYTES = 1 << 20  # files smaller than this cost more in opening than in reading
 TINY_FILE_COUNT = 100  # ... and this many of them is worth a warning
@@ -68,6 +67,22 @@ class InspectReport:
     @property
     def warning_codes(self) -> list[str]:
         return [warning.code for warning in self.warnings]
+
+    def to_dict(self) -> dict:
+        return _jsonable(asdict(self))
+
+
+@dataclass
+class QualityReport:
+    """What one quality pass over the data found (:mod:`streamfeed.inspect.quality`); ``to_dict()`` is JSON-able."""
+
+    rows: int = 0
+    columns: dict[str, dict] = field(default_factory=dict)
+    duplicates: dict | None = None
+    label: dict | None = None
+    row_order: dict[str, float] = field(default_factory=dict)  # Spearman rho of column vs row number
+    images: dict | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return _jsonable(asdict(self))
@@ -152,14 +167,17 @@ def warn_rare_classes(report: InspectReport, counts: dict[str, int], where: str)
         )
 
 
-def arrow_to_numpy(column: Any) -> np.ndarray:
-    """An Arrow array as NumPy; types NumPy cannot hold natively become an object array."""
-    import pyarrow as pa
+def sample_column(column: pa.Array | pa.ChunkedArray, name: str, where: str) -> np.ndarray:
+    """Sample rows of an Arrow column as NumPy, converted as the sources convert them.
 
+    Lists of varying length (which the pipeline needs padded) and types
+    NumPy cannot hold natively are shown as an object array of their values.
+    """
+    chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     try:
-        return column.to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, NotImplementedError):
-        return np.array(column.to_pylist(), dtype=object)
+        return column_to_numpy(chunked, name, ColumnPolicy(), Where(where))
+    except (SchemaError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.array(chunked.to_pylist(), dtype=object)
 
 
 def sample_values(values: np.ndarray, count: int) -> list:
@@ -171,34 +189,3 @@ def sample_values(values: np.ndarray, count: int) -> list:
         else:
             out.append(_jsonable(value))
     return out
-
-
-_quiet: contextvars.ContextVar[bool] = contextvars.ContextVar("streamfeed_quiet", default=False)
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """No progress bars inside this block (the CLI's ``--quiet``)."""
-    token = _quiet.set(True)
-    try:
-        yield
-    finally:
-        _quiet.reset(token)
-
-
-@contextlib.contextmanager
-def progress(total: float | None, description: str, *, enabled: bool | None = None) -> Iterator[Any]:
-    """A rich progress bar (rate and ETA) on a TTY; a no-op ``advance`` otherwise."""
-    show = sys.stderr.isatty() and not _quiet.get() if enabled is None else enabled and not _quiet.get()
-    if not show:
-        yield lambda amount=1: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-
-    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), TimeRemainingColumn()]
-    if description.endswith("bytes"):
-        columns.insert(3, TransferSpeedColumn())
-    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda amount=1: bar.advance(task, amount)

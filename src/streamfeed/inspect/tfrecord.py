@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sources.tfrecord import read_tfrecord
+from ..errors import ErrorPolicy
+from ..sources.tfrecord import TFRecordSource
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
 
 def inspect_tfrecord(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
-    dataset = read_tfrecord(path, fragment_bytes=1 << 16, on_error="skip")  # small first fragment: the sample
-    source = dataset.source
-    indexes = source._indexes
+    # small first fragment: the sample; damaged files are reported, not raised
+    source = TFRecordSource(path, fragment_bytes=1 << 16, report=ErrorPolicy(on_error="skip").new_report())
+    indexes = source.indexes
     add_files(report, [index.path for index in indexes], [index.size for index in indexes])
     report.rows, report.rows_exact = sum(index.records for index in indexes), True
     report.details["records_per_file"] = {index.path: index.records for index in indexes[:50]}
     report.details["compressed"] = sorted({"GZIP" if index.compressed else "none" for index in indexes})
     report.details["features"] = {spec.name: {"kind": spec.kind, "shape": list(spec.shape)} for spec in source.specs}
-    damaged = dataset.report.entries
+    damaged = source.report.entries
     if damaged:
         report.warn("unreadable_files", f"{len(damaged)} TFRecord file(s) are damaged", where=damaged[0].path, found=damaged[0].reason[:300], fix="rewrite or re-download them")
     sample = source.fragments[0].read() if source.fragments else {}

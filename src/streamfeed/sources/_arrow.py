@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +21,9 @@ import numpy as np
 from ..core import Chunk, NullPolicy
 from ..errors import ArgumentError, DataError, SchemaError, describe
 
+ColumnNulls = Union[NullPolicy, Literal["mask"]]
+"""A user's null policy, or ``"mask"``: nulls become masked entries (for inspection, never for training)."""
+
 
 @dataclass(frozen=True)
 class ColumnPolicy:
@@ -28,10 +31,13 @@ class ColumnPolicy:
 
     ``fill`` is one value for every column or a dict by column name.
     ``list_lengths`` pads variable-length list columns to a fixed length
-    (a longer list raises: nothing is truncated silently).
+    (a longer list raises: nothing is truncated silently). ``nulls="mask"``
+    (not offered by the ``read_*`` functions) leaves nulls visible as the
+    masked entries of ``numpy.ma`` arrays, NaN staying a value: the quality
+    report counts both before any policy applies.
     """
 
-    nulls: NullPolicy = "raise"
+    nulls: ColumnNulls = "raise"
     fill: Any = None
     list_lengths: Mapping[str, int] = field(default_factory=dict)
     pad_value: Any = 0
@@ -195,9 +201,21 @@ def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk
         keep = _clean_rows(table)
         if keep is not None:
             table, where = table.filter(keep), _after_drop(where, keep)
-    else:
+    elif policy.nulls != "mask":
         table = apply_null_policy(table, policy, where)
-    return {name: _with_row_shape(column_to_numpy(table[name], name, policy, where), table.schema.field(name)) for name in table.column_names}
+    chunk = {name: _with_row_shape(column_to_numpy(table[name], name, policy, where), table.schema.field(name)) for name in table.column_names}
+    if policy.nulls == "mask":
+        chunk = {name: _mask_nulls(values, table[name]) for name, values in chunk.items()}
+    return chunk
+
+
+def _mask_nulls(values: np.ndarray, column: pa.ChunkedArray) -> np.ndarray:
+    """``values`` with ``column``'s null rows masked (NaN stays a value); unchanged without nulls."""
+    if not column.null_count:
+        return values
+    rows = column.is_null().to_numpy(zero_copy_only=False)
+    mask = np.broadcast_to(rows.reshape(-1, *[1] * (values.ndim - 1)), values.shape).copy()
+    return np.ma.MaskedArray(values, mask=mask)
 
 
 ROW_SHAPE_METADATA = b"streamfeed.shape"

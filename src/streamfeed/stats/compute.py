@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..core import chunk_len
-from ..errors import describe
+from ..errors import ArgumentError, UnknownNameError, describe
 from ..runtime.reader import in_order, read_fragment
 from .accumulate import DISTINCT_MODES, QUANTILE_METHODS, ColumnAccumulator, column_kind, dtype_name
 from .io import source_record
@@ -57,7 +57,13 @@ def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None,
     summary.rows = chunk_len(chunk)
     for name in names if names is not None else chunk:
         if name not in chunk:
-            raise KeyError(describe(f"No column {name!r} in the data", expected=f"one of {sorted(chunk)}", fix="check columns= and label="))
+            raise UnknownNameError(
+                describe(
+                    f"No column {name!r} in the data",
+                    expected=f"one of {sorted(chunk)}",
+                    fix="check columns= and label=",
+                )
+            )
         values = chunk[name]
         kind = column_kind(name, values, options["categorical"])
         accumulator = ColumnAccumulator(
@@ -69,11 +75,15 @@ def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None,
     label = options["label"]
     if label is not None:
         if label not in chunk:
-            raise KeyError(describe(f"No label column {label!r} in the data", expected=f"one of {sorted(chunk)}", fix="check label="))
+            raise UnknownNameError(
+                describe(
+                    f"No label column {label!r} in the data", expected=f"one of {sorted(chunk)}", fix="check label="
+                )
+            )
         values = chunk[label]
         if values.dtype.kind == "f":
             values = values[~np.isnan(values)]
-        uniques, counts = count_values(values[np.not_equal(values, None)] if values.dtype.kind == "O" else values)
+        uniques, counts = count_values(values[values != None] if values.dtype.kind == "O" else values)  # noqa: E711
         summary.labels = dict(zip(uniques, counts))
     return summary
 
@@ -138,15 +148,17 @@ def compute_stats(
             their vocabulary), ``"all"`` (floats too) or ``"none"``.
     """
     if quantiles not in QUANTILE_METHODS:
-        raise ValueError(f"quantiles must be one of {QUANTILE_METHODS}, got {quantiles!r}")
+        raise ArgumentError(describe(f"quantiles must be one of {QUANTILE_METHODS}", found=repr(quantiles)))
     if distinct not in DISTINCT_MODES:
-        raise ValueError(f"distinct must be one of {DISTINCT_MODES}, got {distinct!r}")
+        raise ArgumentError(describe(f"distinct must be one of {DISTINCT_MODES}", found=repr(distinct)))
     if quantile_sample < 1:
-        raise ValueError(f"quantile_sample must be >= 1, got {quantile_sample}")
+        raise ArgumentError(
+            describe("quantile_sample counts the values kept per column", expected=">= 1", found=str(quantile_sample))
+        )
     fragments = list(dataset.source.fragments)
     threads = max(1, threads or min(4, os.cpu_count() or 1))
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
-    options = {
+    options: dict[str, Any] = {
         "categorical": set(categorical or ()), "max_vocabulary": int(max_vocabulary), "quantile_k": int(quantile_k), "label": label,
         "quantiles": quantiles, "quantile_sample": int(quantile_sample), "distinct": distinct,
     }
@@ -156,7 +168,7 @@ def compute_stats(
 
     def work(item: tuple[int, Any]) -> _FragmentSummary:
         index, fragment = item
-        chunk = read_fragment(fragment, dataset.row_ops, dataset.on_error, dataset.report)
+        chunk = read_fragment(fragment, dataset.row_ops, dataset.report)
         return _summarise(chunk, names, options, PositionSampler(index, options["quantile_sample"], state["threshold"]))
 
     total = _FragmentSummary()
@@ -169,8 +181,9 @@ def compute_stats(
         ordered = [name for name in (names if names is not None else list(total.columns)) if name in total.columns]
         cache: dict = {}
         for name in ordered:
-            if total.columns[name].sample is not None:
-                total.columns[name].sample.compact(cache)
+            sample = total.columns[name].sample
+            if sample is not None:
+                sample.compact(cache)
         del cache
         # the records sort each column's sample: in the pool (NumPy sorts without the GIL)
         records = list(pool.map(lambda name: total.columns[name].to_record(), ordered))

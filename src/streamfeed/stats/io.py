@@ -1,5 +1,8 @@
 """What a statistics file records about its source, and staleness checks.
 
+Below ``result.py``: it knows the source record, never the statistics
+around it (the file version is ``result.py``'s).
+
 The record is the source's own ``fingerprint()`` (format, file count, a
 digest of paths and sizes, columns) plus, for sources with local files,
 every file's size and modification time taken with ``os.stat`` when the
@@ -13,33 +16,18 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from ..core import Source
 from ..errors import StreamfeedError, describe
-from .result import VERSION
 
 
 class StaleStatsError(StreamfeedError, ValueError):
     """Statistics computed from a source that has changed since."""
 
 
-def check_version(data: Mapping[str, Any]) -> None:
-    if data.get("version") != VERSION:
-        raise ValueError(
-            describe(
-                "Unknown statistics file version",
-                expected=f"version {VERSION}",
-                found=str(data.get("version")),
-                fix="recompute the statistics with this streamfeed (streamfeed stats SRC -o stats.json)",
-            )
-        )
-
-
-def file_records(source: Any) -> list[dict] | None:
+def file_records(source: Source) -> list[dict] | None:
     """Path, size and mtime of each local file of ``source`` (None if it has none)."""
-    files = getattr(source, "files", None)
-    if not files:
-        return None
     records = []
-    for path in files:
+    for path in source.files:
         path = os.fspath(path)
         try:
             info = os.stat(path)

@@ -15,9 +15,25 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
+from .io import check_source
+from .sketches import kll_from_text, point_quantile, points_from_text
 from .vocabulary import decode, encode
 
 VERSION = 1
+
+
+def check_version(data: Mapping[str, Any]) -> None:
+    """Raises unless ``data`` is a statistics file of the version this code writes."""
+    if data.get("version") != VERSION:
+        raise SchemaError(
+            describe(
+                "Unknown statistics file version",
+                expected=f"version {VERSION}",
+                found=str(data.get("version")),
+                fix="recompute the statistics with this streamfeed (streamfeed stats SRC -o stats.json)",
+            )
+        )
 
 
 @dataclass
@@ -66,10 +82,13 @@ class ColumnStats:
 
     def _kll(self):
         if self.kll is None:
-            raise ValueError(f"column {self.name!r} ({self.kind}) has no quantile summary: quantiles exist for numeric columns with values (computed with quantiles='sample' or 'kll')")
+            raise ArgumentError(
+                describe(
+                    f"Column {self.name!r} ({self.kind}) has no quantile summary",
+                    expected="a numeric column with values, computed with quantiles='sample' or 'kll'",
+                )
+            )
         if self._sketch is None:
-            from .sketches import kll_from_text
-
             self._sketch = kll_from_text(self.kll, self.kll_kind or "doubles")
         return self._sketch
 
@@ -77,15 +96,13 @@ class ColumnStats:
         """The approximate ``q``-quantile: a value with a fraction ``q`` of the values below it,
         within ``quantile_rank_error`` in rank (0 and 1 give the exact min and max)."""
         if not 0.0 <= q <= 1.0:
-            raise ValueError(f"q must be in [0, 1], got {q}")
+            raise ArgumentError(describe("q is a share of the values", expected="a number in [0, 1]", found=str(q)))
         if self.quantile_points is None:
             return float(self._kll().get_quantile(q))
         if q == 0.0 and self.min is not None:
             return float(self.min)
         if q == 1.0 and self.max is not None:
             return float(self.max)
-        from .sketches import point_quantile, points_from_text
-
         if self._sketch is None:
             self._sketch = points_from_text(self.quantile_points)
         return point_quantile(self._sketch, int(self.quantile_sample_size or self._sketch.size), q)
@@ -93,7 +110,7 @@ class ColumnStats:
     def quantiles(self, n_bins: int) -> list[float]:
         """``n_bins - 1`` boundaries splitting the values into equally frequent bins."""
         if n_bins < 1:
-            raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+            raise ArgumentError(describe("n_bins counts bins", expected=">= 1", found=str(n_bins)))
         return [self.quantile(i / n_bins) for i in range(1, n_bins)]
 
     def to_dict(self) -> dict:
@@ -127,7 +144,8 @@ class Stats:
         try:
             return self.columns[name]
         except KeyError:
-            raise KeyError(f"no statistics for column {name!r}; columns: {sorted(self.columns)}") from None
+            known = f"one of {sorted(self.columns)}"
+            raise UnknownNameError(describe(f"No statistics for column {name!r}", expected=known)) from None
 
     def to_dict(self) -> dict:
         kind = self.label_type or "str"
@@ -146,8 +164,6 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Stats":
-        from .io import check_version
-
         check_version(data)
         kind = data.get("label_type") or "str"
         counts = data.get("label_counts")
@@ -177,6 +193,4 @@ class Stats:
 
     def check_source(self, dataset: Any) -> None:
         """Raises :class:`StaleStatsError` naming what changed if ``dataset``'s source differs."""
-        from .io import check_source
-
         check_source(self.source, dataset)

@@ -63,6 +63,7 @@ import math
 import numpy as np
 
 from ..errors import require
+from .mixing import splitmix64
 
 FLOAT_EXACT = {np.dtype(t) for t in ("float16", "float32", "int8", "int16", "uint8", "uint16", "bool")}
 
@@ -113,21 +114,13 @@ HLL_M = 1 << HLL_P
 _U = np.uint64
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = x + _U(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> _U(30))) * _U(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> _U(27))) * _U(0x94D049BB133111EB)
-        return x ^ (x >> _U(31))
-
-
 def hll_registers(values: np.ndarray) -> np.ndarray:
     """HyperLogLog registers (``uint8[4096]``) of numeric ``values`` (no NaN)."""
     registers = np.zeros(HLL_M, dtype=np.uint8)
     if values.size == 0:
         return registers
     x = np.asarray(values, dtype=np.float64).reshape(-1) + 0.0  # -0.0 -> 0.0
-    hashed = _splitmix64(x.view(np.uint64))
+    hashed = splitmix64(x.view(np.uint64))
     index = (hashed >> _U(64 - HLL_P)).astype(np.intp)
     rest = hashed & _U((1 << (64 - HLL_P)) - 1)  # 52 bits: exact in float64
     _, exponent = np.frexp(rest.astype(np.float64))  # bit length of ``rest``
@@ -162,7 +155,7 @@ def position_keys(fragment: int, count: int, start: int = 0) -> np.ndarray:
     """The sampling keys of positions ``start .. start+count-1`` of fragment ``fragment``."""
     base = _U((int(fragment) << 40) + int(start))
     with np.errstate(over="ignore"):
-        return _splitmix64(np.arange(count, dtype=np.uint64) + base)
+        return splitmix64(np.arange(count, dtype=np.uint64) + base)
 
 
 class PositionSampler:

@@ -82,8 +82,8 @@ class Vocabulary:
         self.kind: str | None = None
         self.counts: dict[Any, int] | None = {}
         self.total = 0
-        self._items = None  # frequent_strings_sketch once past the cap
-        self._hll = None
+        self._items: Any = None  # frequent_strings_sketch once past the cap
+        self._hll: Any = None
 
     def add(self, uniques: list, counts: list[int]) -> None:
         if not uniques:
@@ -127,7 +127,7 @@ class Vocabulary:
         self._items = ds.frequent_strings_sketch(lg_map)
         self._hll = ds.hll_sketch(HLL_LG_K)
         for value, count in (self.counts or {}).items():
-            key = encode(value, self.kind)
+            key = encode(value, self.kind or "str")
             self._items.update(key, int(count))
             self._hll.update(key)
         self.counts = None
@@ -146,6 +146,6 @@ class Vocabulary:
         else:
             ds = _datasketches()
             found = self._items.get_frequent_items(ds.frequent_items_error_type.NO_FALSE_NEGATIVES)
-            pairs = [(decode(item, self.kind), int(estimate)) for item, estimate, _, _ in found]
+            pairs = [(decode(item, self.kind or "str"), int(estimate)) for item, estimate, _, _ in found]
         pairs.sort(key=lambda pair: (-pair[1], pair[0]))
         return pairs[: self.cap]
