@@ -56,7 +56,13 @@ def generate(data_dir: Path, rows: int, seed: int = 0) -> Path:
         arrays = [pa.array(x[:, i]) for i in range(N_FEATURES)]
         arrays += [pa.array(y.astype(np.float32)), pa.array(np.arange(start, start + n, dtype=np.int64))]
         table = pa.table(arrays, names=FEATURES + [LABEL, "id"])
-        pq.write_table(table, path / f"part-{index:03d}.parquet", row_group_size=ROW_GROUP, use_dictionary=False, compression="snappy")
+        pq.write_table(
+            table,
+            path / f"part-{index:03d}.parquet",
+            row_group_size=ROW_GROUP,
+            use_dictionary=False,
+            compression="snappy",
+        )
     (path / "_DONE").write_text(json.dumps({"rows": rows, "row_group": ROW_GROUP, "seed": seed}))
     return path
 

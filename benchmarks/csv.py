@@ -127,12 +127,19 @@ def run_tf_textline(path: str) -> int:
     import tensorflow as tf
 
     dataset = tf.data.TextLineDataset(path).skip(1).batch(BATCH)
-    dataset = dataset.map(lambda lines: tf.io.decode_csv(lines, [0.0] * len(COLUMNS)), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(
+        lambda lines: tf.io.decode_csv(lines, [0.0] * len(COLUMNS)), num_parallel_calls=tf.data.AUTOTUNE
+    )
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return sum(int(columns[-1].shape[0]) for columns in dataset)
 
 
-RUNNERS = {"streamfeed": run_streamfeed, "pandas": run_pandas, "tf_csvdataset": run_tf_csvdataset, "tf_textline": run_tf_textline}
+RUNNERS = {
+    "streamfeed": run_streamfeed,
+    "pandas": run_pandas,
+    "tf_csvdataset": run_tf_csvdataset,
+    "tf_textline": run_tf_textline,
+}
 
 
 def worker(approach: str, path: str) -> dict:
@@ -160,12 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     path = generate(args.data_dir, rows)
     size = path.stat().st_size
     C.warm_files([path])  # warm the page cache for every approach alike
-    print(f"data: {path} ({rows:,} rows x {len(COLUMNS)} columns, {size / 2**20:,.0f} MiB); "
-          f"{platform.python_version()}, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"data: {path} ({rows:,} rows x {len(COLUMNS)} columns, {size / 2**20:,.0f} MiB); "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs",
+        flush=True,
+    )
     results = {}
     for approach in args.only or list(APPROACHES):
         results[approach] = result = C.run_worker(SCRIPT, [approach, str(path)], args.timeout)
-        shown = result.get("error") or f"{result['rows_per_s']:,.0f} rows/s, peak RSS {result['peak_rss'] / 2**20:,.0f} MiB"
+        shown = (
+            result.get("error") or f"{result['rows_per_s']:,.0f} rows/s, peak RSS {result['peak_rss'] / 2**20:,.0f} MiB"
+        )
         print(f"  {approach:14s} {shown}", flush=True)
         if "rows" in result and result["rows"] != rows:
             print(f"    WARNING: {result['rows']} rows read, {rows} expected")
@@ -176,19 +188,27 @@ def main(argv: list[str] | None = None) -> int:
         if "error" in result:
             print(f"{approach:16s}{'error':>14s}  {result['error']}")
             continue
-        print(f"{approach:16s}{result['rows_per_s']:>14,.0f}{result['seconds']:>10.2f}{result['peak_rss'] / 2**20:>15,.0f}  {APPROACHES[approach]}")
+        print(
+            f"{approach:16s}{result['rows_per_s']:>14,.0f}{result['seconds']:>10.2f}{result['peak_rss'] / 2**20:>15,.0f}  {APPROACHES[approach]}"
+        )
     ours = results.get("streamfeed", {}).get("rows_per_s")
     if ours:
         print()
         pandas = results.get("pandas", {}).get("rows_per_s")
         if pandas:
             ratio = ours / pandas
-            print(f"streamfeed / pandas generator: {ratio:.2f}x (target >= {TARGETS['pandas']}x) {'MET' if ratio >= TARGETS['pandas'] else 'MISSED'}")
-        tf_rates = {a: results[a]["rows_per_s"] for a in ("tf_csvdataset", "tf_textline") if "rows_per_s" in results.get(a, {})}
+            print(
+                f"streamfeed / pandas generator: {ratio:.2f}x (target >= {TARGETS['pandas']}x) {'MET' if ratio >= TARGETS['pandas'] else 'MISSED'}"
+            )
+        tf_rates = {
+            a: results[a]["rows_per_s"] for a in ("tf_csvdataset", "tf_textline") if "rows_per_s" in results.get(a, {})
+        }
         if tf_rates:
             fastest = max(tf_rates, key=tf_rates.get)
             ratio = ours / tf_rates[fastest]
-            print(f"streamfeed / tf.data fastest ({fastest}): {ratio:.2f}x (target >= {TARGETS['tf_fastest']}x) {'MET' if ratio >= TARGETS['tf_fastest'] else 'MISSED'}")
+            print(
+                f"streamfeed / tf.data fastest ({fastest}): {ratio:.2f}x (target >= {TARGETS['tf_fastest']}x) {'MET' if ratio >= TARGETS['tf_fastest'] else 'MISSED'}"
+            )
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "bytes": size, "results": results}, indent=2))
     return 0

@@ -57,7 +57,9 @@ def generate(rows: int, compression: str | None) -> Path:
     rng = np.random.default_rng(0)
     weights = rng.standard_normal(N_FEATURES).astype(np.float32)
     with h5py.File(partial, "w") as f:
-        x = f.create_dataset("x", (rows, N_FEATURES), np.float32, chunks=(CHUNK_ROWS, N_FEATURES), compression=compression)
+        x = f.create_dataset(
+            "x", (rows, N_FEATURES), np.float32, chunks=(CHUNK_ROWS, N_FEATURES), compression=compression
+        )
         y = f.create_dataset("y", (rows,), np.float32, chunks=(CHUNK_ROWS,), compression=compression)
         for start in range(0, rows, CHUNK_ROWS):
             n = min(CHUNK_ROWS, rows - start)
@@ -111,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         C.warm_files([path])  # warm the page cache for every approach alike
         label = compression or "uncompressed"
         results[label] = {}
-        print(f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, {rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)")
+        print(
+            f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, {rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)"
+        )
         print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'peak RSS MiB':>13s}")
         for approach, title in APPROACHES.items():
             runs = [C.run_worker(SCRIPT, [approach, str(path)], timeout=1800) for _ in range(args.repeat)]
@@ -125,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = best["rows_per_s"] / limit if limit else float("nan")
             print(f"{title:40s} {best['rows_per_s']:12,.0f} {ratio:8.2f}x {best['peak_rss'] / 2**20:13,.0f}")
         ratio = results[label]["streamfeed"].get("rows_per_s", 0) / results[label]["h5py_slices"].get("rows_per_s", 1)
-        print(f"target streamfeed >= {TARGET}x the h5py limit: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}x)")
+        print(
+            f"target streamfeed >= {TARGET}x the h5py limit: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}x)"
+        )
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))
     return 0

@@ -104,7 +104,9 @@ def iter_streamfeed(path: Path, out: int) -> int:
 def idfd_dataset(path: Path, out: int):
     import keras
 
-    return keras.utils.image_dataset_from_directory(path, image_size=(out, out), batch_size=BATCH, shuffle=False, verbose=False)
+    return keras.utils.image_dataset_from_directory(
+        path, image_size=(out, out), batch_size=BATCH, shuffle=False, verbose=False
+    )
 
 
 def iter_idfd(path: Path, out: int) -> int:
@@ -112,9 +114,10 @@ def iter_idfd(path: Path, out: int) -> int:
 
 
 def pil_pydataset(path: Path, out: int):
-    import keras
     import numpy as np
     from PIL import Image
+
+    import keras
 
     files, labels = list_files(path)
 
@@ -211,24 +214,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {case}: {n} JPEGs in {CLASSES} class folders ({path})")
         rows = []
         for mode in modes:
-            approaches = ["limit", "streamfeed", "idfd", "pydataset"] if mode == "iter" else ["streamfeed", "idfd", "pydataset"]
+            approaches = (
+                ["limit", "streamfeed", "idfd", "pydataset"] if mode == "iter" else ["streamfeed", "idfd", "pydataset"]
+            )
             for approach in approaches:
-                result = C.run_worker(SCRIPT, [mode, approach, str(path), str(out)], args.timeout, env={"KERAS_BACKEND": "tensorflow"})
+                result = C.run_worker(
+                    SCRIPT, [mode, approach, str(path), str(out)], args.timeout, env={"KERAS_BACKEND": "tensorflow"}
+                )
                 results[f"{case}/{mode}/{approach}"] = result
                 if "error" in result:
                     rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  ERROR {result['error']}")
                 else:
-                    rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB")
+                    rows.append(
+                        f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB"
+                    )
                 print(rows[-1], flush=True)
         get = lambda key: results.get(f"{case}/{key}", {}).get("rate")  # noqa: E731
         if get("iter/streamfeed") and get("iter/limit"):
             ratio = get("iter/streamfeed") / get("iter/limit")
             print(f"  streamfeed iteration / decoder limit = {ratio:.2f} (target >= {TARGETS['iter_vs_limit']})")
         if get("iter/streamfeed") and get("iter/idfd"):
-            print(f"  streamfeed iteration / image_dataset_from_directory = {get('iter/streamfeed') / get('iter/idfd'):.2f}")
+            print(
+                f"  streamfeed iteration / image_dataset_from_directory = {get('iter/streamfeed') / get('iter/idfd'):.2f}"
+            )
         if get("fit/streamfeed") and get("fit/idfd"):
             ratio = get("fit/streamfeed") / get("fit/idfd")
-            print(f"  streamfeed fit / image_dataset_from_directory fit = {ratio:.2f} (target >= {TARGETS['fit_vs_idfd']})")
+            print(
+                f"  streamfeed fit / image_dataset_from_directory fit = {ratio:.2f} (target >= {TARGETS['fit_vs_idfd']})"
+            )
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return 0

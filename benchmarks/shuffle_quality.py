@@ -85,14 +85,21 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, metrics(order, args.batch, args.row_group)))
             if window in (4, 16, 64):
                 buffer = used * args.row_group
-                rows.append((f"tf.data shuffle(buffer={buffer})", metrics(tfdata_order(args.rows, buffer, args.batch), args.batch, args.row_group)))
+                rows.append(
+                    (
+                        f"tf.data shuffle(buffer={buffer})",
+                        metrics(tfdata_order(args.rows, buffer, args.batch), args.batch, args.row_group),
+                    )
+                )
         ideal = np.random.default_rng(7).permutation(args.rows)
         rows.append(("global permutation (ideal)", metrics(ideal, args.batch, args.row_group)))
     print(f"\n{args.rows:,} rows sorted by id, row groups of {args.row_group:,}, batch {args.batch}\n")
     print("| method | spearman | mean_move | batch_spread | sources_per_batch |")
     print("|---|---:|---:|---:|---:|")
     for name, m in rows:
-        print(f"| {name} | {m['spearman']:.3f} | {m['mean_move']:.3f} | {m['batch_spread']:.3f} | {m['sources_per_batch']:.1f} |")
+        print(
+            f"| {name} | {m['spearman']:.3f} | {m['mean_move']:.3f} | {m['batch_spread']:.3f} | {m['sources_per_batch']:.1f} |"
+        )
     return 0
 
 

@@ -94,13 +94,21 @@ def worker(approach: str, path: str, rows: int) -> dict:
         if approach == "adapt_tf":
             import tensorflow as tf
 
-            data = tf.data.Dataset.from_generator(lambda: _batches(path), output_signature=tf.TensorSpec((None, C.N_FEATURES), tf.float32))
+            data = tf.data.Dataset.from_generator(
+                lambda: _batches(path), output_signature=tf.TensorSpec((None, C.N_FEATURES), tf.float32)
+            )
             layer.adapt(data.prefetch(4))
         else:
             layer.adapt(_batches(path))
         seconds = C.now() - started
         count = rows
-    return {"rows": count, "seconds": seconds, "rows_per_s": count / seconds, "peak_rss": C.peak_rss(), "start_rss": start_rss}
+    return {
+        "rows": count,
+        "seconds": seconds,
+        "rows_per_s": count / seconds,
+        "peak_rss": C.peak_rss(),
+        "start_rss": start_rss,
+    }
 
 
 def main() -> int:
@@ -109,7 +117,9 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=None)
     p.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
     p.add_argument("--only", default=",".join(APPROACHES), help="comma-separated approaches")
-    p.add_argument("--repeat", type=int, default=1, help="run the approaches this many times, interleaved; keep each one's fastest")
+    p.add_argument(
+        "--repeat", type=int, default=1, help="run the approaches this many times, interleaved; keep each one's fastest"
+    )
     p.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--approach", help=argparse.SUPPRESS)
@@ -125,7 +135,9 @@ def main() -> int:
         for approach in args.only.split(","):
             label, backend = APPROACHES[approach]
             env = {"KERAS_BACKEND": backend} if backend else {}
-            result = C.run_worker(SCRIPT, ["--approach", approach, "--path", str(path), "--rows", str(rows)], timeout=1800, env=env)
+            result = C.run_worker(
+                SCRIPT, ["--approach", approach, "--path", str(path), "--rows", str(rows)], timeout=1800, env=env
+            )
             print(f"  {approach}: {result}", file=sys.stderr, flush=True)
             if approach not in results or result.get("rows_per_s", 0) > results[approach].get("rows_per_s", 0):
                 results[approach] = result
@@ -134,7 +146,15 @@ def main() -> int:
     for approach, result in results.items():
         speed = result.get("rows_per_s")
         ratio = "-" if not (speed and stats) else f"{stats / speed:.2f}x"
-        table.append([APPROACHES[approach][0], C.rate(speed), f"{result.get('seconds', 0):.2f}", C.mib(result.get("peak_rss")), ratio if approach != "stats" else "1.00x"])
+        table.append(
+            [
+                APPROACHES[approach][0],
+                C.rate(speed),
+                f"{result.get('seconds', 0):.2f}",
+                C.mib(result.get("peak_rss")),
+                ratio if approach != "stats" else "1.00x",
+            ]
+        )
     print(f"{rows:,} rows x {C.N_FEATURES + 1} float32 columns, Parquet ({path})")
     print(C.table(["approach", "rows/s", "s", "peak RSS MiB", "stats speed / this"], table))
     read = results.get("read", {}).get("rows_per_s")

@@ -119,7 +119,12 @@ def generator_tf_dataset(path, batch_size=C.BATCH):
             yield frame[C.FEATURES].to_numpy(np.float32), frame[C.LABEL].to_numpy(np.float32)
 
     signature = (tf.TensorSpec((None, C.N_FEATURES), tf.float32), tf.TensorSpec((None,), tf.float32))
-    return tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch().batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return (
+        tf.data.Dataset.from_generator(generate, output_signature=signature)
+        .unbatch()
+        .batch(batch_size)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def streamfeed_dataset(path, shuffled, batch_size=C.BATCH):
@@ -149,9 +154,10 @@ def make_pydatasets():
     """PyDataset classes (defined after keras is imported, in the fit worker)."""
     import bisect
 
-    import keras
     import numpy as np
     import pyarrow.parquet as pq
+
+    import keras
 
     class RowGroupPyDataset(keras.utils.PyDataset):
         """Batch i = global rows [i*B, (i+1)*B), read with ParquetFile.read_row_group.
@@ -364,7 +370,9 @@ def fit_worker(args) -> dict:
         inputs = (dataset.to_keras(label=C.LABEL),)
     data_rss = C.rss()
 
-    model = keras.Sequential([keras.Input((C.N_FEATURES,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((C.N_FEATURES,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse", steps_per_execution=args.spe)
 
     class EpochTimer(keras.callbacks.Callback):
@@ -430,13 +438,21 @@ def _count_rows(path) -> int:
 
 # =================================================================== driver
 def parse(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--rows", type=int, default=2_000_000, help="rows of the 1x data set (default 2 000 000)")
     p.add_argument("--quick", action="store_true", help="smoke run: 200 000 rows, fewer timed epochs")
-    p.add_argument("--backends", default="tensorflow,jax", help="Keras backends for the fit section (comma-separated; '' to skip)")
-    p.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR, help=f"data cache (default {C.DEFAULT_DATA_DIR})")
+    p.add_argument(
+        "--backends", default="tensorflow,jax", help="Keras backends for the fit section (comma-separated; '' to skip)"
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=C.DEFAULT_DATA_DIR, help=f"data cache (default {C.DEFAULT_DATA_DIR})"
+    )
     p.add_argument("--out", type=Path, help="write the results as JSON here")
-    p.add_argument("--scale", type=int, default=4, help="the memory section's large data set is SCALE x rows (default 4)")
+    p.add_argument(
+        "--scale", type=int, default=4, help="the memory section's large data set is SCALE x rows (default 4)"
+    )
     p.add_argument("--skip-memory", action="store_true", help="skip the SCALE x data set")
     p.add_argument("--sections", default="iteration,fit", help="which sections to run (default: iteration,fit)")
     p.add_argument("--min-seconds", type=float, default=3.0, help="time whole iteration epochs for at least this long")
@@ -476,8 +492,12 @@ def environment() -> dict:
         import subprocess
 
         root = Path(__file__).resolve().parent.parent
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        ).stdout.strip()
         env["streamfeed_commit"] = head + (" + uncommitted changes in src/" if dirty else "")
     except Exception:
         env["streamfeed_commit"] = None
@@ -522,7 +542,15 @@ def run_iteration(args, paths: dict[str, Path]) -> list[dict]:
     return results
 
 
-def run_fit(args, path: Path, backends: list[str], size: str = "1x", only: list[str] | None = None, spes=(1, 32), epochs: int = 3) -> list[dict]:
+def run_fit(
+    args,
+    path: Path,
+    backends: list[str],
+    size: str = "1x",
+    only: list[str] | None = None,
+    spes=(1, 32),
+    epochs: int = 3,
+) -> list[dict]:
     results = []
     for backend in backends:
         for approach in only or FIT_APPROACHES:
@@ -532,7 +560,20 @@ def run_fit(args, path: Path, backends: list[str], size: str = "1x", only: list[
                 C.warm_cache(path)
                 result = C.run_worker(
                     SCRIPT,
-                    ["--mode", "fit", "--backend", backend, "--approach", approach, "--spe", str(spe), "--path", str(path), "--fit-epochs", str(epochs)],
+                    [
+                        "--mode",
+                        "fit",
+                        "--backend",
+                        backend,
+                        "--approach",
+                        approach,
+                        "--spe",
+                        str(spe),
+                        "--path",
+                        str(path),
+                        "--fit-epochs",
+                        str(epochs),
+                    ],
                     args.timeout,
                     env={"KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"},
                 )
@@ -584,14 +625,18 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
         headers += [f"peakRSS {size}", f"Δ{size}"]
     headers += ["vs limit", f"RSS 1x→{sizes[-1]}"]
     lines.append(C.table(headers, rows))
-    lines.append("  rows/s = median over whole epochs (>= 3, >= --min-seconds), best = fastest epoch; CPU s/Mrow = process CPU time\n"
-                 "  per million rows (all threads); peakRSS in MiB; ΔN = peak RSS minus RSS after imports and setup\n"
-                 "  (the pipeline's own memory); vs limit = median rows/s / the scanner's median rows/s at 1x.")
+    lines.append(
+        "  rows/s = median over whole epochs (>= 3, >= --min-seconds), best = fastest epoch; CPU s/Mrow = process CPU time\n"
+        "  per million rows (all threads); peakRSS in MiB; ΔN = peak RSS minus RSS after imports and setup\n"
+        "  (the pipeline's own memory); vs limit = median rows/s / the scanner's median rows/s at 1x."
+    )
     sums = {r["label_sum"] for r in iteration if r.get("size") == "1x" and "label_sum" in r}
     if sums:
         spread = max(sums) - min(sums)
-        lines.append(f"  checksum: sum(y) over one epoch agrees across approaches to {spread:.2e} (rows: "
-                     f"{sorted({r['rows'] for r in iteration if r.get('size') == '1x' and 'rows' in r})})")
+        lines.append(
+            f"  checksum: sum(y) over one epoch agrees across approaches to {spread:.2e} (rows: "
+            f"{sorted({r['rows'] for r in iteration if r.get('size') == '1x' and 'rows' in r})})"
+        )
     for approach in ("streamfeed", "streamfeed_shuffled"):
         one = _find(iteration, size="1x", approach=approach)
         if one and limit:
@@ -599,11 +644,15 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
         big = _find(iteration, size=sizes[-1], approach=approach) if len(sizes) > 1 else None
         if one and big:
             ratios[f"rss_growth/{approach}"] = big["peak_rss"] / one["peak_rss"] - 1
-            ratios[f"rss_delta_growth/{approach}"] = (big["peak_rss"] - big["base_rss"]) / max(1, one["peak_rss"] - one["base_rss"]) - 1
+            ratios[f"rss_delta_growth/{approach}"] = (big["peak_rss"] - big["base_rss"]) / max(
+                1, one["peak_rss"] - one["base_rss"]
+            ) - 1
         if one and "layout" in one:
-            lines.append(f"  {approach}: layout estimate {C.mib(one['layout']['estimated_bytes'])} MiB "
-                         f"(window {one['layout']['window']}, read-ahead {one['layout']['read_ahead']}, prefetch {one['layout']['prefetch']}); "
-                         f"measured Δ {C.mib(one['peak_rss'] - one['base_rss'])} MiB")
+            lines.append(
+                f"  {approach}: layout estimate {C.mib(one['layout']['estimated_bytes'])} MiB "
+                f"(window {one['layout']['window']}, read-ahead {one['layout']['read_ahead']}, prefetch {one['layout']['prefetch']}); "
+                f"measured Δ {C.mib(one['peak_rss'] - one['base_rss'])} MiB"
+            )
     # ------------------------------------------------------------------- fit
     if fits:
         lines.append("")
@@ -631,8 +680,10 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
                             ratios[f"fit/{backend}/spe{spe}/{approach}_vs_numpy"] = r["rows_per_s"] / base["rows_per_s"]
             rows.append(row + ratio_cells + [C.mib(max(peaks)) if peaks else "-"])
         lines.append(C.table(headers, rows))
-        lines.append("  rows/s = best of the epochs after the first of fit(epochs=3), after a 64-step warm-up fit;\n"
-                     "  /np = relative to in-memory NumPy on the same backend and steps_per_execution.")
+        lines.append(
+            "  rows/s = best of the epochs after the first of fit(epochs=3), after a 64-step warm-up fit;\n"
+            "  /np = relative to in-memory NumPy on the same backend and steps_per_execution."
+        )
         cpu_rows = []
         for approach, label in FIT_APPROACHES.items():
             row = [label]
@@ -642,7 +693,11 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
                     row.append(f"{r['cpu_s']:.2f} / {r['seconds']:.2f}" if r else "-")
             cpu_rows.append(row)
         lines.append("")
-        lines.append(C.table(["fit epoch: CPU s / wall s"] + [f"{b[:2]} spe={spe}" for b in backends for spe in (1, 32)], cpu_rows))
+        lines.append(
+            C.table(
+                ["fit epoch: CPU s / wall s"] + [f"{b[:2]} spe={spe}" for b in backends for spe in (1, 32)], cpu_rows
+            )
+        )
         lines.append("  CPU s = process CPU time of the timed epoch (training + input pipeline, all threads; 2 cores).")
     if fit_memory:
         lines.append("")
@@ -653,7 +708,9 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
             if not any(cells):
                 continue
             row = [label] + [C.mib(c and c["peak_rss"]) for c in cells]
-            row.append(f"{(cells[-1]['peak_rss'] / cells[0]['peak_rss'] - 1) * 100:+.1f}%" if cells[0] and cells[-1] else "-")
+            row.append(
+                f"{(cells[-1]['peak_rss'] / cells[0]['peak_rss'] - 1) * 100:+.1f}%" if cells[0] and cells[-1] else "-"
+            )
             rows.append(row)
             if cells[0] and cells[-1] and approach.startswith("streamfeed"):
                 ratios[f"rss_growth_fit/{approach}"] = cells[-1]["peak_rss"] / cells[0]["peak_rss"] - 1
@@ -687,16 +744,20 @@ def main(argv=None) -> int:
     command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
     log(f"$ {command}")
     env = environment()
-    log(f"# {env['platform']}, {env['cpu_count']} cores, python {env['python']}, pyarrow {env['pyarrow']}, "
+    log(
+        f"# {env['platform']}, {env['cpu_count']} cores, python {env['python']}, pyarrow {env['pyarrow']}, "
         f"keras {env.get('keras')}, tensorflow {env.get('tensorflow-cpu')}, jax {env.get('jax')}; "
         f"streamfeed at {env.get('streamfeed_commit')}; "
-        f"load average at start {env['loadavg_start'][0]:.2f} (numbers are noisy if other processes use the CPU)")
+        f"load average at start {env['loadavg_start'][0]:.2f} (numbers are noisy if other processes use the CPU)"
+    )
     backends = [b for b in args.backends.split(",") if b]
     started = time.perf_counter()
     paths = {"1x": C.generate(args.data_dir, args.rows)}
     if not args.skip_memory:
         paths[f"{args.scale}x"] = C.generate(args.data_dir, args.scale * args.rows)
-    log(f"# data: {', '.join(f'{k} = {v}' for k, v in paths.items())} (row groups of {C.ROW_GROUP}, {len(C.files(paths['1x']))} files at 1x)")
+    log(
+        f"# data: {', '.join(f'{k} = {v}' for k, v in paths.items())} (row groups of {C.ROW_GROUP}, {len(C.files(paths['1x']))} files at 1x)"
+    )
     sections = set(args.sections.split(","))
     iteration = []
     if "iteration" in sections:
@@ -710,17 +771,39 @@ def main(argv=None) -> int:
     fit_memory = []
     if not args.skip_memory and backends:
         log(f"# model.fit peak RSS on 1x and {args.scale}x ({backends[0]}, steps_per_execution=32)")
-        fit_memory = [r for r in fits if r["backend"] == backends[0] and r["spe"] == 32 and r["approach"] != "pydataset_mem"]
-        fit_memory += run_fit(args, paths[f"{args.scale}x"], backends[:1], size=f"{args.scale}x",
-                              only=[a for a in FIT_APPROACHES if a != "pydataset_mem"], spes=(32,), epochs=1)
+        fit_memory = [
+            r for r in fits if r["backend"] == backends[0] and r["spe"] == 32 and r["approach"] != "pydataset_mem"
+        ]
+        fit_memory += run_fit(
+            args,
+            paths[f"{args.scale}x"],
+            backends[:1],
+            size=f"{args.scale}x",
+            only=[a for a in FIT_APPROACHES if a != "pydataset_mem"],
+            spes=(32,),
+            epochs=1,
+        )
     text, ratios = summarize(args, iteration, fits, fit_memory)
     log("")
     log(text)
     env["loadavg_end"] = os.getloadavg()
     log(f"\n# total {time.perf_counter() - started:.0f} s; load average at end {env['loadavg_end'][0]:.2f}")
     if args.out:
-        args.out.write_text(json.dumps({"command": command, "environment": env, "rows": args.rows, "iteration": iteration,
-                                        "fit": fits, "fit_memory": fit_memory, "ratios": ratios, "table": text}, indent=2))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "environment": env,
+                    "rows": args.rows,
+                    "iteration": iteration,
+                    "fit": fits,
+                    "fit_memory": fit_memory,
+                    "ratios": ratios,
+                    "table": text,
+                },
+                indent=2,
+            )
+        )
         log(f"# wrote {args.out}")
     return 0
 

@@ -130,14 +130,15 @@ def hive_dir(tmp_path) -> Path:
     return root
 
 
-
 @pytest.fixture
 def live_threads() -> Callable[[], list[str]]:
     """``live_threads()`` names the ``streamfeed-*`` threads alive right now."""
 
     def names() -> list[str]:
         return sorted(
-            thread.name for thread in threading.enumerate() if thread.name.startswith("streamfeed-") and thread.is_alive()
+            thread.name
+            for thread in threading.enumerate()
+            if thread.name.startswith("streamfeed-") and thread.is_alive()
         )
 
     return names

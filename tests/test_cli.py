@@ -8,8 +8,23 @@ from streamfeed.cli import main
 
 
 def test_demo_trains_on_generated_data_and_reports(tmp_path, capsys):
-    code = main(["demo", "--rows", "6000", "--features", "4", "--epochs", "2", "--batch-size", "512",
-                 "--data-dir", str(tmp_path), "--json", "--quiet"])
+    code = main(
+        [
+            "demo",
+            "--rows",
+            "6000",
+            "--features",
+            "4",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "512",
+            "--data-dir",
+            str(tmp_path),
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["rows"] == 6000 and result["epochs"] == 2
@@ -21,7 +36,19 @@ def test_demo_trains_on_generated_data_and_reports(tmp_path, capsys):
 
 
 def test_demo_reuses_cached_data(tmp_path, capsys):
-    args = ["demo", "--rows", "3000", "--features", "3", "--epochs", "1", "--data-dir", str(tmp_path), "--json", "--quiet"]
+    args = [
+        "demo",
+        "--rows",
+        "3000",
+        "--features",
+        "3",
+        "--epochs",
+        "1",
+        "--data-dir",
+        str(tmp_path),
+        "--json",
+        "--quiet",
+    ]
     main(args)
     files = sorted(p.stat().st_mtime_ns for p in tmp_path.rglob("*.parquet"))
     main(args)

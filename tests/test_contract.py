@@ -19,9 +19,9 @@ from typing import Callable
 
 import numpy as np
 import pytest
-from factories import EMPTY_FACTORIES, FACTORIES  # one module per format, collected
 
 import streamfeed as sf
+from factories import EMPTY_FACTORIES, FACTORIES  # one module per format, collected
 from streamfeed.runtime.batch import PAD_MASK
 
 Factory = Callable[[Path], "tuple[sf.Dataset, np.ndarray]"]
@@ -136,7 +136,9 @@ RESUME_PIPELINES = {
     "shuffled-drop": lambda ds: ds.shuffle(22, window=3).batch(45, last_batch="drop"),
     "shuffled-pad-shard": lambda ds: ds.shuffle(23, window=2).shard(1, 3).batch(33, last_batch="pad"),
     "default-window": lambda ds: ds.shuffle(24).batch(70),
-    "filtered-mapped": lambda ds: ds.filter(lambda c: c["id"] % 3 != 0).map(lambda c: {**c, "x": c["x"] + 0.0}).shuffle(25, window=2).batch(40),
+    "filtered-mapped": lambda ds: (
+        ds.filter(lambda c: c["id"] % 3 != 0).map(lambda c: {**c, "x": c["x"] + 0.0}).shuffle(25, window=2).batch(40)
+    ),
 }
 
 
@@ -206,7 +208,10 @@ def test_len_equals_batches_produced(factory: Factory, tmp_path, last_batch: str
     ds, expected = factory(tmp_path)
     rows = len(expected)
     size = batch_size_not_dividing(rows)
-    for pipeline in (ds.batch(size, last_batch=last_batch), ds.shuffle(9, window=2).shard(0, 2).batch(size, last_batch=last_batch)):
+    for pipeline in (
+        ds.batch(size, last_batch=last_batch),
+        ds.shuffle(9, window=2).shard(0, 2).batch(size, last_batch=last_batch),
+    ):
         for epoch in (0, 1):
             batches = run(pipeline.iter_epoch(epoch))
             # len() is epoch 0's count; a shard's share of rows may differ in other epochs.
@@ -236,7 +241,12 @@ def test_filter_matching_nothing_yields_nothing(factory: Factory, tmp_path):
     ds, _ = factory(tmp_path)
     nothing = ds.filter(lambda columns: np.zeros(len(columns["id"]), dtype=bool))
     assert len(nothing) == nothing.num_rows(0) == 0
-    for pipeline in (nothing, nothing.shuffle(1, window=2), nothing.batch(16, last_batch="pad"), nothing.shard(1, 2).batch(4)):
+    for pipeline in (
+        nothing,
+        nothing.shuffle(1, window=2),
+        nothing.batch(16, last_batch="pad"),
+        nothing.shard(1, 2).batch(4),
+    ):
         assert len(pipeline) == 0
         assert run(pipeline.iter_epoch(0)) == []
 
@@ -256,7 +266,13 @@ def test_empty_input_yields_nothing(factory: Factory, tmp_path):
     ds, expected = factory(tmp_path)
     assert len(expected) == 0
     assert len(ds) == ds.num_rows(0) == 0
-    for pipeline in (ds, ds.shuffle(1), ds.batch(8), ds.batch(8, last_batch="pad"), ds.shard(1, 2).batch(3, last_batch="drop")):
+    for pipeline in (
+        ds,
+        ds.shuffle(1),
+        ds.batch(8),
+        ds.batch(8, last_batch="pad"),
+        ds.shard(1, 2).batch(3, last_batch="drop"),
+    ):
         assert len(pipeline) == 0
         assert run(pipeline.iter_epoch(0)) == []
         assert run(pipeline.iter_epoch(state=pipeline.initial_state(0))) == []

@@ -22,10 +22,16 @@ def _everything(dataset):
 def test_nd_columns_and_strings_round_trip_exactly(tmp_path):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (500, 6, 5, 3), dtype=np.uint8)
-    source = {"id": np.arange(500), "image": images, "emb": rng.random((500, 4), dtype=np.float32),
-              "name": np.array([f"n{i}" for i in range(500)], dtype=object)}
+    source = {
+        "id": np.arange(500),
+        "image": images,
+        "emb": rng.random((500, 4), dtype=np.float32),
+        "name": np.array([f"n{i}" for i in range(500)], dtype=object),
+    }
     pq.write_table(chunk_to_table(source), tmp_path / "in.parquet", row_group_size=77)
-    summary = convert_to_parquet(sf.read_parquet(tmp_path / "in.parquet"), tmp_path / "out", shard_rows=200, row_group_rows=64)
+    summary = convert_to_parquet(
+        sf.read_parquet(tmp_path / "in.parquet"), tmp_path / "out", shard_rows=200, row_group_rows=64
+    )
     assert summary.rows == 500 and len(summary.files) == 3
     assert [pq.ParquetFile(f).metadata.num_rows for f in summary.files] == [200, 200, 100]
     back = _everything(sf.read_parquet(tmp_path / "out"))
@@ -36,8 +42,13 @@ def test_nd_columns_and_strings_round_trip_exactly(tmp_path):
 
 def test_cli_converts_a_hive_tree_and_reports_skipped_files(tmp_path, capsys):
     ids = np.arange(300)
-    pads.write_dataset(pa.table({"id": ids, "x": ids / 2, "day": ids % 3}), tmp_path / "hive", format="parquet",
-                       partitioning=["day"], partitioning_flavor="hive")
+    pads.write_dataset(
+        pa.table({"id": ids, "x": ids / 2, "day": ids % 3}),
+        tmp_path / "hive",
+        format="parquet",
+        partitioning=["day"],
+        partitioning_flavor="hive",
+    )
     (tmp_path / "hive" / "day=9").mkdir()
     (tmp_path / "hive" / "day=9" / "broken.parquet").write_bytes(b"nope")
     code = main(["convert", str(tmp_path / "hive"), str(tmp_path / "out"), "--on-error", "skip", "--json", "--quiet"])
@@ -87,8 +98,21 @@ def test_cli_converts_csv_to_tfrecord_that_reads_back_the_same_rows(tmp_path, ca
 
     ids = np.arange(250)
     pd.DataFrame({"id": ids, "x": ids / 2}).to_csv(tmp_path / "in.csv", index=False)
-    code = main(["convert", str(tmp_path / "in.csv"), str(tmp_path / "out"), "--to", "tfrecord",
-                 "--shard-rows", "100", "--compression", "GZIP", "--json", "--quiet"])
+    code = main(
+        [
+            "convert",
+            str(tmp_path / "in.csv"),
+            str(tmp_path / "out"),
+            "--to",
+            "tfrecord",
+            "--shard-rows",
+            "100",
+            "--compression",
+            "GZIP",
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["rows"] == 250 and len(summary["files"]) == 3

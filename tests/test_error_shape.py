@@ -20,7 +20,9 @@ from streamfeed.errors import StreamfeedError, describe
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "streamfeed"
 OURS = {name for name, value in vars(errors).items() if inspect.isclass(value) and issubclass(value, StreamfeedError)}
-BUILTIN = {name for name, value in vars(builtins).items() if inspect.isclass(value) and issubclass(value, BaseException)}
+BUILTIN = {
+    name for name, value in vars(builtins).items() if inspect.isclass(value) and issubclass(value, BaseException)
+}
 ALLOWED = {"AttributeError"}  # what a module's __getattr__ must raise, by the import protocol
 
 
@@ -43,14 +45,20 @@ def test_no_builtin_exception_is_raised_directly():
 
 
 def test_every_streamfeed_error_is_described():
-    bare = [f"{path}:{line} raises {name} without describe()" for path, line, name, described in _raises() if name in OURS and not described]
+    bare = [
+        f"{path}:{line} raises {name} without describe()"
+        for path, line, name, described in _raises()
+        if name in OURS and not described
+    ]
     assert bare == []
 
 
 def test_every_error_class_also_subclasses_a_builtin():
     for name in OURS - {"StreamfeedError"}:
         bases = getattr(errors, name).__mro__[1:]
-        assert any(base.__module__ == "builtins" and base is not Exception and base is not BaseException for base in bases), name
+        assert any(
+            base.__module__ == "builtins" and base is not Exception and base is not BaseException for base in bases
+        ), name
 
 
 def test_a_key_error_prints_its_message_unquoted():

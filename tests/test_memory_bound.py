@@ -62,7 +62,11 @@ def test_one_fragment_larger_than_the_limit_is_refused_naming_its_size(tmp_path)
     directory.mkdir()
     rng = np.random.default_rng(0)
     for index, rows in enumerate([1_000, 1_000, 1_000, 200_000]):  # the mean fits, the largest does not
-        pq.write_table(pa.table({f"f{i}": rng.random(rows, dtype=np.float32) for i in range(8)}), directory / f"p{index}.parquet", row_group_size=rows)
+        pq.write_table(
+            pa.table({f"f{i}": rng.random(rows, dtype=np.float32) for i in range(8)}),
+            directory / f"p{index}.parquet",
+            row_group_size=rows,
+        )
     data = sf.read_parquet(directory).with_options(memory_limit=8 * 2**20)
     try:
         data.layout()

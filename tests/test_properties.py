@@ -140,7 +140,11 @@ def test_fragment_order_rejects_bad_shards(index, count):
 def test_epoch_plan_groups_the_shards_fragments_into_windows(rows, seed, epoch, window, count):
     for index in range(count):
         plan = make_epoch_plan(rows, seed=seed, epoch=epoch, window=window, shard_index=index, shard_count=count)
-        order = [f for f in fragment_order(len(rows), seed=seed, epoch=epoch, shard_index=index, shard_count=count) if rows[f]]
+        order = [
+            f
+            for f in fragment_order(len(rows), seed=seed, epoch=epoch, shard_index=index, shard_count=count)
+            if rows[f]
+        ]
         assert [f for unit in plan.units for f in unit] == order  # non-empty fragments, in plan order
         assert all(1 <= len(unit) <= window for unit in plan.units)
         assert all(len(unit) == window for unit in plan.units[:-1])
@@ -217,7 +221,9 @@ def test_unit_buffer_reuse_across_units_keeps_earlier_pieces_intact(units, seed)
         buffer.load(chunks)
         for piece, start in permuted_pieces(buffer, order, 0, itertools.repeat(5)):
             kept.append(piece)
-            want.append({name: column[order[start : start + len(piece["id"])]] for name, column in concatenated.items()})
+            want.append(
+                {name: column[order[start : start + len(piece["id"])]] for name, column in concatenated.items()}
+            )
     for piece, expected in zip(kept, want):
         for name in expected:
             np.testing.assert_array_equal(piece[name], expected[name], err_msg=f"column {name!r}")

@@ -17,10 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
+from _stats_reference import stats_of
 from streamfeed.errors import StateError
 from streamfeed.sampling import class_weights, largest_remainder, with_class_weights
-
-from _stats_reference import stats_of
 
 GROUP = 1000
 MIX = {0: 695, 1: 300, 2: 5}
@@ -79,7 +78,11 @@ def test_with_class_weights_adds_a_weight_per_row(data):
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, [weights[c] for c in labels], rtol=1e-6)
     # The added column reaches Keras as sample weights (TensorFlow backend, in process).
-    keras_data = dataset.map(with_class_weights(stats, "y")).batch(4096).to_keras(features=["x"], label="y", sample_weight="weight")
+    keras_data = (
+        dataset.map(with_class_weights(stats, "y"))
+        .batch(4096)
+        .to_keras(features=["x"], label="y", sample_weight="weight")
+    )
     with keras_data:
         x, y, w = keras_data[0]
     np.testing.assert_allclose(w, [weights[c] for c in y], rtol=1e-6)
@@ -131,7 +134,9 @@ def test_custom_proportions(data):
     dataset, stats = data
     samples = 8000
     targets = {0: 0.5, 1: 0.2, 2: 0.3}
-    balanced = dataset.balance("y", stats=stats, proportions={0: 5, 1: 2, 2: 3}, samples_per_epoch=samples, seed=4).batch(500)
+    balanced = dataset.balance(
+        "y", stats=stats, proportions={0: 5, 1: 2, 2: 3}, samples_per_epoch=samples, seed=4
+    ).batch(500)
     labels = np.concatenate([b["y"] for b in epoch(balanced)])
     for value, target in targets.items():
         assert abs(np.mean(labels == value) - target) < 5 * math.sqrt(target * (1 - target) / samples)
@@ -181,7 +186,9 @@ def test_resume_from_saved_positions_equals_uninterrupted_run(data):
         assert np.array_equal(ids_of(rest), ids_of(full)[stop_after * 128 :]), stop_after
     # The state names the sampler settings: other targets or seeds refuse it.
     for other in (
-        dataset.shuffle(9, window=WINDOW).balance("y", stats=stats, proportions={0: 2, 1: 1, 2: 1}, samples_per_epoch=4321).batch(128),
+        dataset.shuffle(9, window=WINDOW)
+        .balance("y", stats=stats, proportions={0: 2, 1: 1, 2: 1}, samples_per_epoch=4321)
+        .batch(128),
         dataset.shuffle(9, window=WINDOW).balance("y", stats=stats, samples_per_epoch=4000).batch(128),
         dataset.shuffle(9, window=WINDOW).balance("y", stats=stats, samples_per_epoch=4321, seed=10).batch(128),
         dataset.shuffle(9, window=WINDOW).batch(128),
@@ -192,7 +199,9 @@ def test_resume_from_saved_positions_equals_uninterrupted_run(data):
 
 def test_balance_reaches_keras_with_the_packed_label(data):
     dataset, stats = data
-    train = dataset.balance("y", stats=stats, samples_per_epoch=2048, seed=3).batch(256).to_keras(features=["x"], label="y")
+    train = (
+        dataset.balance("y", stats=stats, samples_per_epoch=2048, seed=3).batch(256).to_keras(features=["x"], label="y")
+    )
     with train:
         labels = np.concatenate([np.asarray(train[i][1]) for i in range(len(train))])
     assert len(train) == 8 and len(labels) == 2048

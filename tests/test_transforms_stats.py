@@ -8,9 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
-from streamfeed.transforms.stats import clip_to_quantiles, min_max_scale, standardize, vocabulary_ids, vocabulary_lookup
-
 from _stats_reference import ExactStats, stats_of
+from streamfeed.transforms.stats import clip_to_quantiles, min_max_scale, standardize, vocabulary_ids, vocabulary_lookup
 
 ROWS = 1000
 
@@ -22,7 +21,9 @@ def data(tmp_path):
         "a": rng.normal(5.0, 3.0, ROWS),
         "b": rng.integers(-50, 50, ROWS).astype("int32"),
         "const": np.full(ROWS, 7.5),
-        "city": np.array(["paris", "rome", "oslo", "lima", "kyiv"], dtype=object)[rng.choice(5, ROWS, p=[0.4, 0.25, 0.2, 0.1, 0.05])],
+        "city": np.array(["paris", "rome", "oslo", "lima", "kyiv"], dtype=object)[
+            rng.choice(5, ROWS, p=[0.4, 0.25, 0.2, 0.1, 0.05])
+        ],
         "code": rng.choice([3, 11, 42, 7], ROWS, p=[0.1, 0.2, 0.3, 0.4]).astype("int64"),
     }
     path = tmp_path / "data.parquet"

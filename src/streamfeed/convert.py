@@ -124,7 +124,11 @@ def convert_to_parquet(
 
 
 def convert_to_tfrecord(
-    dataset: "Dataset", destination: str | Path, *, shard_rows: int = 100_000, compression: Literal["GZIP"] | None = None
+    dataset: "Dataset",
+    destination: str | Path,
+    *,
+    shard_rows: int = 100_000,
+    compression: Literal["GZIP"] | None = None,
 ) -> ConvertSummary:
     """Writes ``dataset`` (one unshuffled pass) as ``part-0000i-of-0000N.tfrecord`` shards."""
     from .writers.tfrecord import write_tfrecord

@@ -78,15 +78,25 @@ def build_model(features: int):
     """The demo's model: Dense(16, relu) -> Dense(1), Adam, MSE (``streamfeed bench --model demo`` uses it too)."""
     import keras
 
-    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model
 
 
-def run(*, rows: int, features: int, epochs: int, batch_size: int, data_dir: Path | None, memory_limit: int | None, verbose: int = 1) -> DemoResult:
+def run(
+    *,
+    rows: int,
+    features: int,
+    epochs: int,
+    batch_size: int,
+    data_dir: Path | None,
+    memory_limit: int | None,
+    verbose: int = 1,
+) -> DemoResult:
     """Generates (or reuses) the data and trains for ``epochs`` epochs."""
     import keras
-
     import streamfeed as sf
     from streamfeed.memory import peak_rss_bytes
 

@@ -82,18 +82,40 @@ class BenchReport:
         table = Table(title=f"stages ({self.read_threads} read threads, {self.cpu_count} cores)", title_justify="left")
         for column in ("stage", "thread", "seconds", "share of wall", "calls", "ms/call"):
             table.add_column(column, justify="left" if column in ("stage", "thread") else "right")
-        threads = {"read": "read pool", "fragment_ops": "read pool", "read_wait": "producer", "assemble": "producer",
-                   "batch": "producer", "batch_ops": "producer", "put_wait": "producer", "wait": "consumer"}
+        threads = {
+            "read": "read pool",
+            "fragment_ops": "read pool",
+            "read_wait": "producer",
+            "assemble": "producer",
+            "batch": "producer",
+            "batch_ops": "producer",
+            "put_wait": "producer",
+            "wait": "consumer",
+        }
         for name, stage in self.stages.items():
             if not stage["calls"]:
                 continue
-            share = stage["seconds"] / (self.pipeline_seconds * (self.read_threads if threads[name] == "read pool" else 1) or 1)
-            table.add_row(_STAGE_LABELS[name], threads[name], f"{stage['seconds']:.2f}", f"{share:.0%}", f"{stage['calls']:,}",
-                          f"{1000 * stage['seconds'] / stage['calls']:.2f}")
+            share = stage["seconds"] / (
+                self.pipeline_seconds * (self.read_threads if threads[name] == "read pool" else 1) or 1
+            )
+            table.add_row(
+                _STAGE_LABELS[name],
+                threads[name],
+                f"{stage['seconds']:.2f}",
+                f"{share:.0%}",
+                f"{stage['calls']:,}",
+                f"{1000 * stage['seconds'] / stage['calls']:.2f}",
+            )
             for op in self.ops:
                 if op["stage"] == name:
-                    table.add_row(f"  {_op_label(op['op'])}", "", f"{op['seconds']:.2f}", "", f"{op['calls']:,}",
-                                  f"{1000 * op['seconds'] / max(1, op['calls']):.2f}")
+                    table.add_row(
+                        f"  {_op_label(op['op'])}",
+                        "",
+                        f"{op['seconds']:.2f}",
+                        "",
+                        f"{op['calls']:,}",
+                        f"{1000 * op['seconds'] / max(1, op['calls']):.2f}",
+                    )
         util = self.utilisation
         lines = [
             f"utilisation: read pool {util['read_pool']:.0%}, producer thread {util['producer']:.0%}, "
@@ -114,9 +136,14 @@ class BenchReport:
 
 
 _STAGE_LABELS = {
-    "read": "read + decode", "fragment_ops": "per-fragment ops", "read_wait": "waiting for reads",
-    "assemble": "window assembly/shuffle", "batch": "batching", "batch_ops": "per-batch ops",
-    "put_wait": "blocked on full queue", "wait": "hand-off wait",
+    "read": "read + decode",
+    "fragment_ops": "per-fragment ops",
+    "read_wait": "waiting for reads",
+    "assemble": "window assembly/shuffle",
+    "batch": "batching",
+    "batch_ops": "per-batch ops",
+    "put_wait": "blocked on full queue",
+    "wait": "hand-off wait",
 }
 
 
@@ -211,8 +238,12 @@ def _fit(
     steps_done = int(sum(epoch["steps"] for epoch in epochs_run))
     rows = steps_done * (dataset.batch_size or 0)
     stats = {
-        "epochs": float(len(epochs_run)), "steps": float(steps_done), "seconds": wall, "input_wait_seconds": wait,
-        "input_wait_share": wait / wall if wall else 0.0, "steps_per_second": steps_done / wall if wall else 0.0,
+        "epochs": float(len(epochs_run)),
+        "steps": float(steps_done),
+        "seconds": wall,
+        "input_wait_seconds": wait,
+        "input_wait_share": wait / wall if wall else 0.0,
+        "steps_per_second": steps_done / wall if wall else 0.0,
         "rows_per_second": rows / wall if wall else 0.0,
     }
     return steps_done, rows, stats
@@ -226,37 +257,62 @@ def _report(dataset: Any, snap: dict[str, Any], batches: int, rows: int, model_s
     read_bytes = int(stages["read"]["bytes"])
     bottleneck, verdict, advice = _verdict(dataset, snap, threads, cores, model_stats)
     return BenchReport(
-        seconds=wall, pipeline_seconds=snap["wall_seconds"], batches=batches, rows=rows, read_bytes=read_bytes,
-        rows_per_second=rows / wall, mb_per_second=read_bytes / max(snap["wall_seconds"], 1e-9) / 1e6, batches_per_second=batches / wall,
-        read_threads=threads, cpu_count=cores, stages=stages, ops=snap["ops"], utilisation=snap["utilisation"],
-        queues=snap["queues"], layout=snap["layout"], peak_rss_bytes=int(snap["peak_rss_bytes"]),
-        memory_limit_bytes=int(snap["memory_limit_bytes"] or 0), bottleneck=bottleneck, verdict=verdict,
-        advice=advice, model=model_stats,
+        seconds=wall,
+        pipeline_seconds=snap["wall_seconds"],
+        batches=batches,
+        rows=rows,
+        read_bytes=read_bytes,
+        rows_per_second=rows / wall,
+        mb_per_second=read_bytes / max(snap["wall_seconds"], 1e-9) / 1e6,
+        batches_per_second=batches / wall,
+        read_threads=threads,
+        cpu_count=cores,
+        stages=stages,
+        ops=snap["ops"],
+        utilisation=snap["utilisation"],
+        queues=snap["queues"],
+        layout=snap["layout"],
+        peak_rss_bytes=int(snap["peak_rss_bytes"]),
+        memory_limit_bytes=int(snap["memory_limit_bytes"] or 0),
+        bottleneck=bottleneck,
+        verdict=verdict,
+        advice=advice,
+        model=model_stats,
     )
 
 
-def _verdict(dataset: Any, snap: dict, threads: int, cores: int, model_stats: dict | None) -> tuple[str, str, list[str]]:
+def _verdict(
+    dataset: Any, snap: dict, threads: int, cores: int, model_stats: dict | None
+) -> tuple[str, str, list[str]]:
     stages, ops, wall = snap["stages"], snap["ops"], max(snap["wall_seconds"], 1e-9)
     seconds = {name: stages[name]["seconds"] for name in stages}
     pool = (seconds["read"] + seconds["fragment_ops"]) / threads
     producer = seconds["assemble"] + seconds["batch"] + seconds["batch_ops"]
     advice: list[str] = []
     if snap["peak_rss_bytes"] > (snap["memory_limit_bytes"] or float("inf")):
-        advice.append(f"peak RSS {snap['peak_rss_bytes'] / MIB:,.0f} MiB exceeds memory_limit "
-                      f"{snap['memory_limit_bytes'] / MIB:,.0f} MiB (RSS includes Python, the framework and the model)")
+        advice.append(
+            f"peak RSS {snap['peak_rss_bytes'] / MIB:,.0f} MiB exceeds memory_limit "
+            f"{snap['memory_limit_bytes'] / MIB:,.0f} MiB (RSS includes Python, the framework and the model)"
+        )
     if model_stats is not None and model_stats["input_wait_share"] < MODEL_BOUND_WAIT_SHARE:
-        advice.insert(0, f"training waited for input only {model_stats['input_wait_share']:.0%} of step time and the pipeline's "
-                         f"busiest thread worked {max(pool, producer) / wall:.0%} of the time: a faster input pipeline "
-                         "would not speed training up (run without a model for the pipeline's own ceiling)")
+        advice.insert(
+            0,
+            f"training waited for input only {model_stats['input_wait_share']:.0%} of step time and the pipeline's "
+            f"busiest thread worked {max(pool, producer) / wall:.0%} of the time: a faster input pipeline "
+            "would not speed training up (run without a model for the pipeline's own ceiling)",
+        )
         return "model", "the model is the limit — data waits", advice
     if pool >= producer:
         fragment_ops = [op for op in ops if op["stage"] == "fragment_ops"]
         slowest = fragment_ops[0] if fragment_ops else None
         if slowest is not None and slowest["seconds"] > seconds["read"]:
             name = _op_label(slowest["op"])
-            advice.insert(0, f"{name} takes {slowest['seconds'] / (seconds['read'] + seconds['fragment_ops']):.0%} of read-pool "
-                             f"time ({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per fragment); make it "
-                             "cheaper (vectorised NumPy), it already runs in parallel in the read threads")
+            advice.insert(
+                0,
+                f"{name} takes {slowest['seconds'] / (seconds['read'] + seconds['fragment_ops']):.0%} of read-pool "
+                f"time ({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per fragment); make it "
+                "cheaper (vectorised NumPy), it already runs in parallel in the read threads",
+            )
             if threads < cores:
                 advice.append(f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores)")
             return f"fragment_op:{slowest['op']}", f"per-fragment {name} is the limit", advice
@@ -266,19 +322,29 @@ def _verdict(dataset: Any, snap: dict, threads: int, cores: int, model_stats: di
     if stage == "batch_ops":
         slowest = next(op for op in ops if op["stage"] == "batch_ops")
         name = _op_label(slowest["op"])
-        advice.insert(0, f"{name} after batch() takes {slowest['seconds'] / wall:.0%} of the producer thread "
-                         f"({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per batch); move it before batch() "
-                         f"so it runs per fragment in the {threads} read threads, or make it cheaper")
+        advice.insert(
+            0,
+            f"{name} after batch() takes {slowest['seconds'] / wall:.0%} of the producer thread "
+            f"({1000 * slowest['seconds'] / max(1, slowest['calls']):.1f} ms per batch); move it before batch() "
+            f"so it runs per fragment in the {threads} read threads, or make it cheaper",
+        )
         return f"batch_op:{slowest['op']}", f"per-batch {name} is the limit", advice
     if stage == "assemble":
-        advice.insert(0, f"window assembly and the shuffle gather take {parts['assemble'] / wall:.0%} of the producer thread: "
-                         "read fewer or narrower columns, or a smaller shuffle window (shuffle(window=...))")
+        advice.insert(
+            0,
+            f"window assembly and the shuffle gather take {parts['assemble'] / wall:.0%} of the producer thread: "
+            "read fewer or narrower columns, or a smaller shuffle window (shuffle(window=...))",
+        )
         return "assemble", "window assembly / shuffle gather is the limit", advice
-    advice.insert(0, f"batching takes {parts['batch'] / wall:.0%} of the producer thread: larger batches copy less per row")
+    advice.insert(
+        0, f"batching takes {parts['batch'] / wall:.0%} of the producer thread: larger batches copy less per row"
+    )
     return "batch", "batching is the limit", advice
 
 
-def _read_verdict(dataset: Any, read: dict, snap: dict, threads: int, cores: int, advice: list[str]) -> tuple[str, list[str]]:
+def _read_verdict(
+    dataset: Any, read: dict, snap: dict, threads: int, cores: int, advice: list[str]
+) -> tuple[str, list[str]]:
     wall = max(snap["wall_seconds"], 1e-9)
     mb_per_second = read["bytes"] / wall / 1e6
     cpu_ratio = read["cpu_seconds"] / read["seconds"] if read["seconds"] else 1.0
@@ -288,24 +354,38 @@ def _read_verdict(dataset: Any, read: dict, snap: dict, threads: int, cores: int
     # process leaves cores idle is a low CPU share of read time taken as waiting for the disk.
     cores_busy = snap.get("process_cpu_seconds", 0.0) / (wall * cores)
     if cpu_ratio < IO_BOUND_CPU_RATIO and cores_busy < CORES_BUSY:
-        advice.insert(0, f"reads spent {1 - cpu_ratio:.0%} of their time waiting on I/O: the disk is the limit at "
-                         f"{mb_per_second:,.1f} MB/s (decoded)")
-        advice.append(f"on network storage more read threads overlap more requests: with_options(read_threads={2 * threads})")
+        advice.insert(
+            0,
+            f"reads spent {1 - cpu_ratio:.0%} of their time waiting on I/O: the disk is the limit at "
+            f"{mb_per_second:,.1f} MB/s (decoded)",
+        )
+        advice.append(
+            f"on network storage more read threads overlap more requests: with_options(read_threads={2 * threads})"
+        )
         return f"the disk is the limit at {mb_per_second:,.1f} MB/s", advice
     if threads < cores and snap["utilisation"]["read_pool"] > 0.7:
-        advice.append(f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores, "
-                      f"{snap['utilisation']['read_pool']:.0%} busy)")
+        advice.append(
+            f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores, "
+            f"{snap['utilisation']['read_pool']:.0%} busy)"
+        )
     if rows_per_fragment < SMALL_FRAGMENT_ROWS and read["calls"] >= 8 and source_format != "images":
-        advice.append(f"fragments are small ({rows_per_fragment:,.0f} rows, {1000 * read['seconds'] / read['calls']:.1f} ms each): "
-                      "per-fragment overhead dominates; write larger row groups or `streamfeed convert` to Parquet shards")
+        advice.append(
+            f"fragments are small ({rows_per_fragment:,.0f} rows, {1000 * read['seconds'] / read['calls']:.1f} ms each): "
+            "per-fragment overhead dominates; write larger row groups or `streamfeed convert` to Parquet shards"
+        )
     if source_format == "images":
-        advice.append("decode at reduced size: read_images(size=...) smaller (JPEGs are downscaled in the DCT domain), "
-                      "or convert once to pre-resized shards")
+        advice.append(
+            "decode at reduced size: read_images(size=...) smaller (JPEGs are downscaled in the DCT domain), "
+            "or convert once to pre-resized shards"
+        )
     elif source_format in ("csv", "tfrecord"):
         advice.append(f"{source_format} decoding is CPU work: `streamfeed convert` to Parquet once reads much faster")
     if not advice:
         advice.append("project fewer columns (columns=...) or use more cores")
-    return f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, CPU-bound: {cores_busy:.0%} of {cores} cores busy)", advice
+    return (
+        f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, CPU-bound: {cores_busy:.0%} of {cores} cores busy)",
+        advice,
+    )
 
 
 def _source_format(dataset: Any) -> str | None:

@@ -145,10 +145,18 @@ class ErrorPolicy:
             raise ArgumentError(describe("Unknown on_error", expected="'raise' or 'skip'", found=repr(self.on_error)))
         if self.max_bad_fraction is not None and not 0.0 <= self.max_bad_fraction <= 1.0:
             raise ArgumentError(
-                describe("max_bad_fraction is a share of rows", expected="a number in [0, 1]", found=repr(self.max_bad_fraction))
+                describe(
+                    "max_bad_fraction is a share of rows",
+                    expected="a number in [0, 1]",
+                    found=repr(self.max_bad_fraction),
+                )
             )
         if self.max_bad_count is not None and self.max_bad_count < 0:
-            raise ArgumentError(describe("max_bad_count counts skipped units", expected="an integer >= 0", found=repr(self.max_bad_count)))
+            raise ArgumentError(
+                describe(
+                    "max_bad_count counts skipped units", expected="an integer >= 0", found=repr(self.max_bad_count)
+                )
+            )
 
     def new_report(self) -> "BadInputReport":
         """An empty report that records skipped input under this policy."""

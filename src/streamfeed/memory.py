@@ -32,7 +32,16 @@ class Layout:
         return asdict(self)
 
 
-def estimate_bytes(row_bytes: float, fragment_rows: float, batch_rows: int, *, read_ahead: int, window: int, prefetch: int, shuffled: bool) -> int:
+def estimate_bytes(
+    row_bytes: float,
+    fragment_rows: float,
+    batch_rows: int,
+    *,
+    read_ahead: int,
+    window: int,
+    prefetch: int,
+    shuffled: bool,
+) -> int:
     """Peak bytes held by the pipeline's own buffers for this layout."""
     assembly = (2 if shuffled else 1) * window  # pieces + the reused unit buffer
     fragments = (read_ahead + assembly) * fragment_rows
@@ -83,7 +92,9 @@ def plan_layout(
     ahead = max(threads, chosen_window) if shuffled else 2 * threads
 
     def size(ahead_: int, window_: int, depth_: int) -> int:
-        return estimate_bytes(row_bytes, fragment_rows, batch_rows, read_ahead=ahead_, window=window_, prefetch=depth_, shuffled=shuffled)
+        return estimate_bytes(
+            row_bytes, fragment_rows, batch_rows, read_ahead=ahead_, window=window_, prefetch=depth_, shuffled=shuffled
+        )
 
     while size(ahead, chosen_window, depth) > limit:
         if window is None and chosen_window > 1:

@@ -161,7 +161,13 @@ class Dataset:
         that needs it (``len``, ``to_keras``) runs one counting pass.
         """
         if self.batch_size is not None:
-            raise ArgumentError(describe("filter() after batch()", expected="filter() before batch(): batches have a fixed size", fix="move .filter() before .batch()"))
+            raise ArgumentError(
+                describe(
+                    "filter() after batch()",
+                    expected="filter() before batch(): batches have a fixed size",
+                    fix="move .filter() before .batch()",
+                )
+            )
         op = _filtering(predicate, str(name or getattr(predicate, "__name__", "filter")))
         return self._with(row_ops=self.row_ops + (op,), filtered=True, _counts={})
 
@@ -190,7 +196,9 @@ class Dataset:
         if self.batch_size is not None:
             raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
         if last_batch not in ("keep", "drop", "pad"):
-            raise ArgumentError(describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}"))
+            raise ArgumentError(
+                describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}")
+            )
         if batch_size < 1:
             raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         return self._with(batch_size=int(batch_size), last_batch=last_batch)
@@ -206,7 +214,11 @@ class Dataset:
         return self._with(shard_index=int(index), shard_count=int(count))
 
     def with_options(
-        self, *, memory_limit: int | None = None, read_threads: int | None = None, metrics: "bool | StageMetrics | None" = None
+        self,
+        *,
+        memory_limit: int | None = None,
+        read_threads: int | None = None,
+        metrics: "bool | StageMetrics | None" = None,
     ) -> "Dataset":
         """Sets the memory limit (bytes) that sizes every buffer, and read threads.
 
@@ -379,7 +391,9 @@ class Dataset:
         """Where an epoch starts: at its beginning, or where a saved state says (checked)."""
         if state is None:
             if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise ArgumentError(describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch)))
+                raise ArgumentError(
+                    describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch))
+                )
             return epoch, Position()
         return parse_state(state, self.fingerprint(), self.epoch_plan)
 
@@ -451,7 +465,9 @@ class EpochIterator:
     producer thread and a read pool: close it.
     """
 
-    def __init__(self, dataset: Dataset, epoch: int, start: Position, *, metrics: "bool | StageMetrics" = False) -> None:
+    def __init__(
+        self, dataset: Dataset, epoch: int, start: Position, *, metrics: "bool | StageMetrics" = False
+    ) -> None:
         from .runtime.metrics import resolve
 
         self.dataset = dataset

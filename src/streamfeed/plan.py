@@ -79,9 +79,7 @@ def make_epoch_plan(
     shard_count: int = 1,
 ) -> EpochPlan:
     """Groups this shard's fragment order into read units of ``window`` fragments."""
-    order = fragment_order(
-        len(fragment_rows), seed=seed, epoch=epoch, shard_index=shard_index, shard_count=shard_count
-    )
+    order = fragment_order(len(fragment_rows), seed=seed, epoch=epoch, shard_index=shard_index, shard_count=shard_count)
     order = [index for index in order if fragment_rows[index] > 0]
     units = tuple(tuple(order[i : i + window]) for i in range(0, len(order), window))
     rows = tuple(sum(fragment_rows[index] for index in unit) for unit in units)

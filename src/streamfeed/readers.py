@@ -204,9 +204,7 @@ def read_hdf5(
     """
     report = ErrorPolicy(**errors).new_report()
 
-    source = HDF5Source(
-        paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, report=report
-    )
+    source = HDF5Source(paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, report=report)
     return Dataset(source, report=report)
 
 

@@ -113,7 +113,9 @@ class _ClassTable:
         return self.values[positions]
 
 
-def with_class_weights(stats: Any, label: str, weight_column: str = "weight", *, weights: Mapping[Any, float] | None = None):
+def with_class_weights(
+    stats: Any, label: str, weight_column: str = "weight", *, weights: Mapping[Any, float] | None = None
+):
     """A map function adding ``weight_column`` = the class weight of each row's label.
 
     Use before ``batch``, then ``to_keras(label=..., sample_weight=weight_column)``;
@@ -168,7 +170,9 @@ class BalancedSampler:
         """JSON-able settings for the fingerprint."""
         return {
             "label": self.label,
-            "targets": {str(k): round(float(v), 12) for k, v in sorted(self.targets.items(), key=lambda kv: str(kv[0]))},
+            "targets": {
+                str(k): round(float(v), 12) for k, v in sorted(self.targets.items(), key=lambda kv: str(kv[0]))
+            },
             "counts": {str(k): int(v) for k, v in sorted(self.counts.items(), key=lambda kv: str(kv[0]))},
             "samples_per_epoch": self.samples_per_epoch,
             "seed": self.seed,
@@ -258,8 +262,10 @@ def make_sampler(
     present = [c for c, n in counts.items() if n > 0]
     if isinstance(proportions, str):
         if proportions != "uniform":
-            raise ArgumentError(describe("Invalid proportions", expected="'uniform' or a dict", found=f"{proportions!r}"))
-        wanted = {c: 1.0 for c in present}
+            raise ArgumentError(
+                describe("Invalid proportions", expected="'uniform' or a dict", found=f"{proportions!r}")
+            )
+        wanted = dict.fromkeys(present, 1.0)
     else:
         wanted = {_plain(k): float(v) for k, v in proportions.items()}
     missing = [c for c, v in wanted.items() if v > 0 and counts.get(c, 0) == 0]
@@ -275,4 +281,6 @@ def make_sampler(
     targets = {c: wanted.get(c, 0.0) / mass for c in counts}
     if samples_per_epoch is not None and samples_per_epoch < 1:
         raise ArgumentError(describe("Invalid samples_per_epoch", expected=">= 1", found=f"{samples_per_epoch}"))
-    return BalancedSampler(label, targets, counts, None if samples_per_epoch is None else int(samples_per_epoch), int(seed))
+    return BalancedSampler(
+        label, targets, counts, None if samples_per_epoch is None else int(samples_per_epoch), int(seed)
+    )

@@ -74,6 +74,4 @@ def _count(state: Mapping[str, Any], name: str) -> int:
 
 
 def _refuse(field: str, expected: str, found: str) -> NoReturn:
-    raise StateError(
-        describe(f"The saved state's {field!r} is not valid", expected=expected, found=found, fix=_FIX)
-    )
+    raise StateError(describe(f"The saved state's {field!r} is not valid", expected=expected, found=found, fix=_FIX))

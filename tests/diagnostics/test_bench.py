@@ -104,7 +104,9 @@ def test_fast_pipeline_slow_model_is_model_bound_and_slow_pipeline_is_not(parque
         return m
 
     fast = sf.read_parquet(parquet_path).shuffle(seed=1).batch(BATCH)
-    report = bench(fast, seconds=0, max_batches=20, model=model(), label="y", features=["f0", "f1"], callbacks=[SlowStep()])
+    report = bench(
+        fast, seconds=0, max_batches=20, model=model(), label="y", features=["f0", "f1"], callbacks=[SlowStep()]
+    )
     assert report.bottleneck == "model", report.verdict
     assert report.verdict == "the model is the limit — data waits"
     assert report.model["input_wait_share"] < 0.2 and report.model["steps"] == 20
@@ -117,7 +119,9 @@ def test_fast_pipeline_slow_model_is_model_bound_and_slow_pipeline_is_not(parque
 
 
 def test_cli_bench_json(parquet_path, capsys):
-    code = main(["bench", str(parquet_path), "--batch-size", "64", "--seconds", "0", "--max-batches", "7", "--json", "--quiet"])
+    code = main(
+        ["bench", str(parquet_path), "--batch-size", "64", "--seconds", "0", "--max-batches", "7", "--json", "--quiet"]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["batches"] == 7 and report["rows"] == 7 * 64
@@ -126,7 +130,21 @@ def test_cli_bench_json(parquet_path, capsys):
 
 
 def test_cli_bench_with_demo_model_renders_a_verdict(parquet_path, capsys):
-    code = main(["bench", str(parquet_path), "--label", "y", "--model", "demo", "--seconds", "0", "--max-batches", "6", "--quiet"])
+    code = main(
+        [
+            "bench",
+            str(parquet_path),
+            "--label",
+            "y",
+            "--model",
+            "demo",
+            "--seconds",
+            "0",
+            "--max-batches",
+            "6",
+            "--quiet",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "streamfeed bench" in out and "verdict:" in out and "model: 6 steps" in out

@@ -58,7 +58,9 @@ def images(tmp_path):
     for label in ("a", "b", "c"):
         (tmp_path / "img" / label).mkdir(parents=True)
         for i in range(ROWS // 3):
-            Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(tmp_path / "img" / label / f"{i}.png")
+            Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(
+                tmp_path / "img" / label / f"{i}.png"
+            )
     return tmp_path / "img"
 
 

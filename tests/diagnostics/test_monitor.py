@@ -28,11 +28,14 @@ def run(backend: str, path: Path, delay: float) -> dict:
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
         [sys.executable, str(DRIVER), json.dumps({"path": str(path), "delay": delay})],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"{backend} delay={delay}: exit {proc.returncode}\n{proc.stderr[-4000:]}"
     line = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])

@@ -17,11 +17,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import streamfeed as sf
 from streamfeed.readers import read_images
 
 CLASS_SIZES = {"ant": 7, "bee": 95, "cat": 41, "dog": 112, "eel": 15}  # 270 images
-LOSSLESS = [("png", "PNG", {}), ("bmp", "BMP", {}), ("tiff", "TIFF", {}), ("webp", "WEBP", {"lossless": True}), ("gif", "GIF", {})]
+LOSSLESS = [
+    ("png", "PNG", {}),
+    ("bmp", "BMP", {}),
+    ("tiff", "TIFF", {}),
+    ("webp", "WEBP", {"lossless": True}),
+    ("gif", "GIF", {}),
+]
 
 
 def _pixels(ident: int, side: int = 8) -> np.ndarray:
@@ -53,7 +58,9 @@ def _write_tree(root: Path) -> np.ndarray:
             folder = root / name / ("nested" if number % 5 == 4 else "")  # nested folders belong to the class
             folder.mkdir(parents=True, exist_ok=True)
             suffix, fmt, options = LOSSLESS[ident % len(LOSSLESS)]
-            Image.fromarray(_pixels(ident)).save(folder / f"{ident}.{suffix.upper() if ident % 7 == 0 else suffix}", fmt, **options)
+            Image.fromarray(_pixels(ident)).save(
+                folder / f"{ident}.{suffix.upper() if ident % 7 == 0 else suffix}", fmt, **options
+            )
             ident += 1
     return np.arange(ident)
 
@@ -74,7 +81,9 @@ def images_jpeg_crop_skip(tmp_path: Path):
     for ident in ids:
         folder = root / f"class {ident % 3}"  # names with a space
         folder.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(np.full((16, 20, 3), ident % 256, dtype=np.uint8)).save(folder / f"{ident}.jpg", "JPEG", quality=90)
+        Image.fromarray(np.full((16, 20, 3), ident % 256, dtype=np.uint8)).save(
+            folder / f"{ident}.jpg", "JPEG", quality=90
+        )
     (root / "class 1" / "999.jpg").write_text("a text file named .jpg")  # left out and reported
     ds = read_images(root, size=(8, 8), resize="crop", fragment_size=23, on_error="skip")
     return ds.map(_from_names), ids

@@ -31,7 +31,9 @@ def numpy_npy_fortran_shards(tmp_path: Path):
         for name, values in (("x", ids / 2.0), ("id", ids), ("feature", _feature(ids))):
             np.save(tmp_path / f"{name}-{number}.npy", values)
             shards[name].append(tmp_path / f"{name}-{number}.npy")
-    return read_numpy(shards["x"], arrays={"id": shards["id"], "feature": shards["feature"]}, rows_per_fragment=111), np.arange(650)
+    return read_numpy(
+        shards["x"], arrays={"id": shards["id"], "feature": shards["feature"]}, rows_per_fragment=111
+    ), np.arange(650)
 
 
 def numpy_npz_stored(tmp_path: Path):

@@ -14,6 +14,7 @@ import pytest
 
 import streamfeed as sf
 
+
 def _columns(ids: np.ndarray) -> dict[str, np.ndarray]:
     ids = np.asarray(ids, dtype=np.int64)
     return {"id": ids, "x": ids / 2.0, "name": np.array([f"n{i % 7}" for i in ids], dtype=object)}

@@ -14,7 +14,11 @@ from streamfeed.cli import main
 
 def _write(tmp_path):
     label = np.repeat([0, 1], 500)
-    pq.write_table(pa.table({"__index_level_0__": np.arange(1000), "feature": np.linspace(0, 1, 1000), "y": label}), tmp_path / "data.parquet", row_group_size=250)
+    pq.write_table(
+        pa.table({"__index_level_0__": np.arange(1000), "feature": np.linspace(0, 1, 1000), "y": label}),
+        tmp_path / "data.parquet",
+        row_group_size=250,
+    )
     return tmp_path / "data.parquet"
 
 

@@ -40,7 +40,9 @@ def test_parquet_footers_row_groups_nulls_and_pandas_index(tmp_path):
 
 
 def test_parquet_monotonic_integer_column_is_index_like_but_a_shuffled_one_is_not(tmp_path):
-    pq.write_table(pa.table({"row": np.arange(500), "v": np.random.default_rng(0).permutation(500)}), tmp_path / "a.parquet")
+    pq.write_table(
+        pa.table({"row": np.arange(500), "v": np.random.default_rng(0).permutation(500)}), tmp_path / "a.parquet"
+    )
     report = inspect(tmp_path / "a.parquet")
     flagged = [w.message for w in report.warnings if w.code == "index_column"]
     assert len(flagged) == 1 and "'row'" in flagged[0]
@@ -66,7 +68,9 @@ def test_parquet_schema_drift_is_named(tmp_path):
 
 
 def test_row_groups_too_large_for_a_small_memory_limit(tmp_path):
-    pq.write_table(pa.table({"x": np.random.default_rng(1).random((20_000,))}), tmp_path / "big.parquet", row_group_size=20_000)
+    pq.write_table(
+        pa.table({"x": np.random.default_rng(1).random((20_000,))}), tmp_path / "big.parquet", row_group_size=20_000
+    )
     assert "row_group_too_large" not in inspect(tmp_path / "big.parquet").warning_codes  # fits the 512 MiB default
     report = inspect(tmp_path / "big.parquet", memory_limit=64 * 1024)
     warning = next(w for w in report.warnings if w.code == "row_group_too_large")
@@ -109,13 +113,24 @@ def test_csv_gzip(tmp_path):
 def test_hdf5_tree_chunking_and_compression(tmp_path):
     with h5py.File(tmp_path / "data.h5", "w") as handle:
         group = handle.create_group("train")
-        group.create_dataset("x", data=np.zeros((64, 3), dtype="f4"), chunks=(16, 3), compression="gzip", compression_opts=4)
+        group.create_dataset(
+            "x", data=np.zeros((64, 3), dtype="f4"), chunks=(16, 3), compression="gzip", compression_opts=4
+        )
         group.create_dataset("y", data=np.arange(64) % 2)
     report = inspect(tmp_path / "data.h5")
     assert report.rows == 64
     objects = {obj["path"]: obj for obj in report.details["tree"][0]["objects"]}
     assert objects["/train"]["kind"] == "group" and objects["/train"]["members"] == 2
-    assert objects["/train/x"] == {"path": "/train/x", "kind": "dataset", "shape": [64, 3], "dtype": "float32", "chunks": [16, 3], "compression": "gzip", "compression_opts": 4, "shuffle": False}
+    assert objects["/train/x"] == {
+        "path": "/train/x",
+        "kind": "dataset",
+        "shape": [64, 3],
+        "dtype": "float32",
+        "chunks": [16, 3],
+        "compression": "gzip",
+        "compression_opts": 4,
+        "shuffle": False,
+    }
     assert objects["/train/y"]["chunks"] is None
     assert _columns(report)["/train/x"].shape == [3]
     assert "index_column" not in report.warning_codes  # 0, 1, 0, 1 is not an index
@@ -133,12 +148,20 @@ def test_numpy_headers(tmp_path):
 
 
 def test_tfrecord_counts_and_inferred_features(tmp_path):
-    chunk = {"x": np.ones((25, 3), dtype=np.float32), "label": np.arange(25) % 4, "name": np.array([b"ab"] * 25, dtype=object)}
+    chunk = {
+        "x": np.ones((25, 3), dtype=np.float32),
+        "label": np.arange(25) % 4,
+        "name": np.array([b"ab"] * 25, dtype=object),
+    }
     sf.write_tfrecord([chunk], tmp_path / "data.tfrecord", shard_rows=10)
     report = inspect(tmp_path)
     assert report.format == "tfrecord" and report.rows == 25 and report.file_count == 3
     assert sorted(report.details["records_per_file"].values()) == [5, 10, 10]
-    assert report.details["features"] == {"x": {"kind": "float", "shape": [3]}, "label": {"kind": "int64", "shape": []}, "name": {"kind": "bytes", "shape": []}}
+    assert report.details["features"] == {
+        "x": {"kind": "float", "shape": [3]},
+        "label": {"kind": "int64", "shape": []},
+        "name": {"kind": "bytes", "shape": []},
+    }
     assert _columns(report)["name"].samples[0] == "ab"
 
 

@@ -89,9 +89,15 @@ def test_a_file_sorted_by_label_is_flagged_and_a_shuffled_one_is_not(tmp_path):
     label = np.repeat([0, 1, 2], 2000)
     feature = rng.normal(size=6000) + label  # correlated with the label, hence with the row order when sorted
     noise = rng.normal(size=6000)
-    pq.write_table(pa.table({"f": feature, "noise": noise, "y": label}), tmp_path / "sorted.parquet", row_group_size=1000)
+    pq.write_table(
+        pa.table({"f": feature, "noise": noise, "y": label}), tmp_path / "sorted.parquet", row_group_size=1000
+    )
     order = rng.permutation(6000)
-    pq.write_table(pa.table({"f": feature[order], "noise": noise[order], "y": label[order]}), tmp_path / "shuffled.parquet", row_group_size=1000)
+    pq.write_table(
+        pa.table({"f": feature[order], "noise": noise[order], "y": label[order]}),
+        tmp_path / "shuffled.parquet",
+        row_group_size=1000,
+    )
     ordered = quality_report(tmp_path / "sorted.parquet", label="y")
     shuffled = quality_report(tmp_path / "shuffled.parquet", label="y")
     assert ordered.row_order["y"] > 0.8 and ordered.row_order["f"] > 0.3 and abs(ordered.row_order["noise"]) < 0.1

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pytest
 
 import streamfeed as sf
-from streamfeed.sources._csv_scan import Scanner, record_lines, scan_stream
 from streamfeed.readers import read_csv
+from streamfeed.sources._csv_scan import Scanner, record_lines, scan_stream
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +100,9 @@ def test_gzip_file_is_read_in_byte_ranges_from_checkpoints(tmp_path):
         assert len(ds) == 6000 and len(fragments) > 30 and sum(f.num_rows for f in fragments) == 6000, attempt
         assert [f.start for f in fragments[1:]] == [f.end for f in fragments[:-1]]
         points = fragments[0]._checkpoints
-        assert 3 < len(points) <= len(fragments) and all(points.before(f.start).out_offset <= f.start for f in fragments)
+        assert 3 < len(points) <= len(fragments) and all(
+            points.before(f.start).out_offset <= f.start for f in fragments
+        )
         assert_frame(collect(ds), want)
         got = [fragment.read() for fragment in reversed(fragments)]  # random access: no fragment needs the one before
         assert_frame({name: np.concatenate([chunk[name] for chunk in got]) for name in want.columns}, want)
@@ -140,8 +142,10 @@ print(rows, fragments, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - bef
 def _write_wide(path, rows: int):
     ids = np.arange(rows)
     words = "the quick brown fox jumps over the lazy dog, " * 3
-    text = [f"{words[i % 11:]}{i}" for i in ids]
-    pd.DataFrame({"id": ids, "x": ids / 2.0, "text": text}).to_csv(path, index=False, compression={"method": "gzip", "compresslevel": 1})
+    text = [f"{words[i % 11 :]}{i}" for i in ids]
+    pd.DataFrame({"id": ids, "x": ids / 2.0, "text": text}).to_csv(
+        path, index=False, compression={"method": "gzip", "compresslevel": 1}
+    )
     return path
 
 
@@ -157,7 +161,9 @@ def test_reading_a_large_gzip_file_holds_a_fragment_not_the_file(tmp_path):
     large = _write_wide(tmp_path / "large.csv.gz", 320_000)
     decompressed = len(gzip.decompress(large.read_bytes()))
     assert decompressed > 45 * 2**20
-    out = subprocess.run([sys.executable, "-c", _MEASURE_GZIP, str(small), str(large)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE_GZIP, str(small), str(large)], capture_output=True, text=True, check=True
+    )
     rows, fragments, grown = map(int, out.stdout.split())
     assert rows == 320_000 and fragments >= 45
     assert grown < decompressed / 4, f"peak RSS grew by {grown / 2**20:.1f} MiB reading {decompressed / 2**20:.1f} MiB"
@@ -185,7 +191,13 @@ def test_csv_module_quoted_delimiters_and_newlines_across_byte_ranges(tmp_path):
 
 def test_header_false_column_names_types_and_projection(tmp_path):
     frame(np.arange(50)).to_csv(tmp_path / "data.csv", index=False, header=False)
-    ds = read_csv(tmp_path / "data.csv", header=False, column_names=["id", "x", "name"], column_types={"x": "float32"}, columns=["x", "id"])
+    ds = read_csv(
+        tmp_path / "data.csv",
+        header=False,
+        column_names=["id", "x", "name"],
+        column_types={"x": "float32"},
+        columns=["x", "id"],
+    )
     got = collect(ds)
     assert list(got) == ["x", "id"] and got["x"].dtype == np.float32
     np.testing.assert_array_equal(got["x"], np.arange(50) / 2)
@@ -233,13 +245,18 @@ def test_ragged_row_raises_naming_the_physical_line(tmp_path):
 def test_ragged_rows_skipped_and_reported_exactly(tmp_path, fragment_bytes):
     path = _ragged(tmp_path)
     report_path = tmp_path / "report.jsonl"
-    ds = read_csv(path, column_types={"id": "string"}, on_error="skip", report_path=report_path, fragment_bytes=fragment_bytes)
+    ds = read_csv(
+        path, column_types={"id": "string"}, on_error="skip", report_path=report_path, fragment_bytes=fragment_bytes
+    )
     assert ds.report.total_rows == 10
     assert len(ds) == 8  # counted once, after skipping
     got = collect(ds.batch(3))
     assert sorted(got["id"]) == ["0", "1\n", "2", "3", "5", "6", "7", "9"]
     assert len(got["id"]) + ds.report.skipped_rows == ds.report.total_rows
-    assert sorted((e.path, e.location, e.rows) for e in ds.report.entries) == [(str(path), "line 11", 1), (str(path), "line 7", 1)]
+    assert sorted((e.path, e.location, e.rows) for e in ds.report.entries) == [
+        (str(path), "line 11", 1),
+        (str(path), "line 7", 1),
+    ]
     assert {json.loads(line)["location"] for line in report_path.read_text().splitlines()} == {"line 7", "line 11"}
 
 
@@ -377,10 +394,16 @@ def test_scan_agrees_with_the_csv_module_on_random_files():
                 starts.append(previous + 1)
             previous = reader.line_num
         for block in (1, 5, 4096):
-            scanner = scan_stream(io.BytesIO(data).read, Scanner(quote=ord('"'), delimiter=ord(","), split_bytes=40), block)
+            scanner = scan_stream(
+                io.BytesIO(data).read, Scanner(quote=ord('"'), delimiter=ord(","), split_bytes=40), block
+            )
             assert scanner.rows == len(rows), (trial, data)
             assert sum(split.rows for split in scanner.splits) == len(rows)
-            assert [split.first_line for split in scanner.splits] == [1 + data[: s.start].count(b"\n") for s in scanner.splits]
+            assert [split.first_line for split in scanner.splits] == [
+                1 + data[: s.start].count(b"\n") for s in scanner.splits
+            ]
         body = data[scanner.header_end :]
-        lines = record_lines(body, quote=ord('"'), delimiter=ord(","), first_line=1 + data[: scanner.header_end].count(b"\n"))
+        lines = record_lines(
+            body, quote=ord('"'), delimiter=ord(","), first_line=1 + data[: scanner.header_end].count(b"\n")
+        )
         assert list(lines) == starts[1:]

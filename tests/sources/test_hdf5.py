@@ -29,7 +29,9 @@ def read_all(ds) -> dict[str, np.ndarray]:
 def write(path: Path, rows: int = 500, **options) -> Path:
     ids = np.arange(rows)
     with h5py.File(path, "w") as f:
-        f.create_dataset("images", data=np.arange(rows * 6, dtype=np.float32).reshape(rows, 2, 3), chunks=(64, 2, 3), **options)
+        f.create_dataset(
+            "images", data=np.arange(rows * 6, dtype=np.float32).reshape(rows, 2, 3), chunks=(64, 2, 3), **options
+        )
         f.create_dataset("meta/labels", data=ids % 7, chunks=(64,), **options)
         f.create_dataset("id", data=ids, chunks=(64,), **options)
     return path

@@ -46,11 +46,13 @@ def halves(width: int = 64, height: int = 32) -> Image.Image:
 
 # ------------------------------------------------------------------- formats
 
+
 def opened(path) -> Image.Image:
     """The image at ``path``, loaded and its file closed (an open handle would leak a ResourceWarning)."""
     with Image.open(path) as image:
         image.load()
         return image
+
 
 def test_sixteen_bit_png_is_scaled_not_clipped(tmp_path):
     values = np.array([[0, 257, 32768, 65535]] * 4, dtype=np.uint16)
@@ -79,7 +81,13 @@ def test_exif_orientation_is_applied(tmp_path, decoder):
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_cmyk_and_progressive_jpeg(tmp_path, decoder):
     save(tmp_path / "c" / "cmyk.jpg", Image.new("CMYK", (16, 16), (0, 255, 255, 0)), "JPEG", quality=95)
-    save(tmp_path / "c" / "progressive.jpg", Image.new("RGB", (64, 48), (10, 200, 30)), "JPEG", quality=95, progressive=True)
+    save(
+        tmp_path / "c" / "progressive.jpg",
+        Image.new("RGB", (64, 48), (10, 200, 30)),
+        "JPEG",
+        quality=95,
+        progressive=True,
+    )
     assert opened(tmp_path / "c" / "cmyk.jpg").mode == "CMYK"
     assert opened(tmp_path / "c" / "progressive.jpg").info.get("progressive")
     columns = images(read_images(tmp_path, size=(8, 8), decoder=decoder))
@@ -176,7 +184,11 @@ def test_options_are_checked(tmp_path):
 def test_labels_nested_folders_counts_and_label_map(tmp_path):
     for name, count in (("zebra", 2), ("apple", 3), ("mango", 1)):
         for number in range(count):
-            save(tmp_path / "train" / name / ("deep/er" if number == 0 else "") / f"{number}.png", Image.new("L", (3, 3)), "PNG")
+            save(
+                tmp_path / "train" / name / ("deep/er" if number == 0 else "") / f"{number}.png",
+                Image.new("L", (3, 3)),
+                "PNG",
+            )
     ds = read_images(tmp_path / "train", size=(3, 3))
     source = ds.source
     assert source.label_map == {"apple": 0, "mango": 1, "zebra": 2}
@@ -217,7 +229,12 @@ def test_hidden_non_image_unicode_and_symlinks(tmp_path):
     names = sorted(os.path.basename(p) for p in columns["path"])
     assert names == ["link.png", "s.png", "été 1.png"]
     assert ds.source.class_counts == {"chat noir": 2, "dogs": 1}
-    assert ds.source.summary()["ignored"] == {"hidden": 2, "not_image": 1, "outside_class_folders": 1, "repeated_directory": 1}
+    assert ds.source.summary()["ignored"] == {
+        "hidden": 2,
+        "not_image": 1,
+        "outside_class_folders": 1,
+        "repeated_directory": 1,
+    }
     assert ds.report.skipped_units == 0  # ignored files are not errors
 
 
@@ -238,11 +255,14 @@ def _truncated_jpeg() -> bytes:
     return buffer.getvalue()[: len(buffer.getvalue()) // 2]
 
 
-@pytest.mark.parametrize("name, data, when", [
-    ("empty.jpg", b"", "open"),
-    ("text.jpg", b"just some text, not an image\n", "open"),
-    ("truncated.jpg", _truncated_jpeg(), "read"),
-])
+@pytest.mark.parametrize(
+    "name, data, when",
+    [
+        ("empty.jpg", b"", "open"),
+        ("text.jpg", b"just some text, not an image\n", "open"),
+        ("truncated.jpg", _truncated_jpeg(), "read"),
+    ],
+)
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_bad_file_raises_naming_it(tmp_path, name, data, when, decoder):
     root = _tree_with(tmp_path, {name: data})
@@ -262,8 +282,12 @@ def test_bad_file_raises_naming_it(tmp_path, name, data, when, decoder):
 def test_skip_reports_every_bad_file_and_counts_are_exact(tmp_path, decoder, verify_headers):
     bad = {"empty.jpg": b"", "text.jpg": b"hello", "truncated.jpg": _truncated_jpeg()}
     root = _tree_with(tmp_path, bad, good=7)
-    (root / "c" / "png-named.jpg").write_bytes((lambda b: (Image.new("RGB", (4, 4)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO()))
-    ds = read_images(root, size=(8, 8), decoder=decoder, verify_headers=verify_headers, on_error="skip", fragment_size=3)
+    (root / "c" / "png-named.jpg").write_bytes(
+        (lambda b: (Image.new("RGB", (4, 4)).save(b, "PNG"), b.getvalue())[1])(io.BytesIO())
+    )
+    ds = read_images(
+        root, size=(8, 8), decoder=decoder, verify_headers=verify_headers, on_error="skip", fragment_size=3
+    )
     assert len(ds) == 8  # exact before the first epoch: 7 good JPEGs + the PNG named .jpg
     for epoch in (0, 1):
         batches = list(ds.batch(3).iter_epoch(epoch))
@@ -271,7 +295,9 @@ def test_skip_reports_every_bad_file_and_counts_are_exact(tmp_path, decoder, ver
         assert yielded == 8 and yielded + ds.report.skipped_rows == ds.report.total_rows == 11
     entries = sorted(ds.report.entries, key=lambda e: e.path)
     assert [(os.path.basename(e.path), e.location, e.rows) for e in entries] == [
-        ("empty.jpg", "file", 1), ("text.jpg", "file", 1), ("truncated.jpg", "file", 1)
+        ("empty.jpg", "file", 1),
+        ("text.jpg", "file", 1),
+        ("truncated.jpg", "file", 1),
     ]
     for entry in entries:
         assert entry.path in entry.reason
@@ -285,7 +311,10 @@ def test_skip_respects_the_error_budget(tmp_path):
     report_path = tmp_path / "report.jsonl"
     ds = read_images(root, size=(8, 8), on_error="skip", max_bad_fraction=0.5, report_path=report_path)
     assert len(ds) == 2
-    assert sorted(json.loads(line)["path"] for line in report_path.read_text().splitlines()) == [str(root / "c" / "a.jpg"), str(root / "c" / "b.jpg")]
+    assert sorted(json.loads(line)["path"] for line in report_path.read_text().splitlines()) == [
+        str(root / "c" / "a.jpg"),
+        str(root / "c" / "b.jpg"),
+    ]
 
 
 def test_batches_feed_keras_shapes(tmp_path):

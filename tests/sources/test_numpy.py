@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import psutil
 import pytest
@@ -77,7 +75,11 @@ def test_object_arrays_are_refused_and_never_unpickled(tmp_path):
     for spec in (tmp_path / "obj.npy", f"{tmp_path}/obj.npz:x"):
         with pytest.raises(SchemaError) as excinfo:
             read_numpy(spec)
-        assert "object" in str(excinfo.value) and "obj.np" in str(excinfo.value) and "never unpickles" in str(excinfo.value)
+        assert (
+            "object" in str(excinfo.value)
+            and "obj.np" in str(excinfo.value)
+            and "never unpickles" in str(excinfo.value)
+        )
 
 
 def test_length_mismatch_names_both_files_and_lengths(tmp_path):
@@ -106,7 +108,10 @@ def test_skip_damaged_shards_reports_them_exactly(tmp_path):
     (tmp_path / "x1.npy").write_bytes((tmp_path / "x1.npy").read_bytes()[:200])
     np.save(tmp_path / "y2.npy", np.arange(49))
     ds = read_numpy(specs_x, specs_y, on_error="skip")
-    assert [(e.path, e.location, e.rows) for e in ds.report.entries] == [(str(tmp_path / "x1.npy"), "file", None), (str(tmp_path / "x2.npy"), "file", None)]
+    assert [(e.path, e.location, e.rows) for e in ds.report.entries] == [
+        (str(tmp_path / "x1.npy"), "file", None),
+        (str(tmp_path / "x2.npy"), "file", None),
+    ]
     assert "truncated" in ds.report.entries[0].reason and "different lengths" in ds.report.entries[1].reason
     np.testing.assert_array_equal(read_all(ds)["y"], np.arange(50))
 

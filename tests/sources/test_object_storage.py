@@ -26,7 +26,9 @@ def s3():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="key", aws_secret_access_key="secret", region_name="us-east-1")
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="key", aws_secret_access_key="secret", region_name="us-east-1"
+    )
     client.create_bucket(Bucket=BUCKET)
     for index, name in enumerate(["data/part 0.parquet", "data/dé part 1.parquet"]):
         buffer = io.BytesIO()
@@ -35,7 +37,9 @@ def s3():
         client.put_object(Bucket=BUCKET, Key=name, Body=buffer.getvalue())
     client.put_object(Bucket=BUCKET, Key="broken/good.parquet", Body=_parquet_bytes(300))
     client.put_object(Bucket=BUCKET, Key="broken/bad.parquet", Body=b"id,x\n1,2\n")
-    filesystem = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="key", secret_key="secret", region="us-east-1")
+    filesystem = pafs.S3FileSystem(
+        endpoint_override=f"{host}:{port}", scheme="http", access_key="key", secret_key="secret", region="us-east-1"
+    )
     yield {"endpoint": endpoint, "filesystem": filesystem}
     server.stop()
 

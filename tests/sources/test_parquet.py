@@ -81,7 +81,9 @@ def test_hive_partitions_are_typed_with_their_real_values(hive_dir):
 
 
 def test_hive_partition_columns_can_be_projected_and_filtered(hive_dir):
-    ds = sf.read_parquet(hive_dir, columns=["id", "city"], filter=(pads.field("year") == 2021) & (pads.field("city") == "new york"))
+    ds = sf.read_parquet(
+        hive_dir, columns=["id", "city"], filter=(pads.field("year") == 2021) & (pads.field("city") == "new york")
+    )
     want = [i for i in range(600) if i % 3 == 1 and i % 4 == 1]
     assert len(ds) == len(want)
     got = read_all(ds)
@@ -93,7 +95,13 @@ def test_hive_partition_columns_can_be_projected_and_filtered(hive_dir):
 def test_hive_null_partition_meets_the_null_policy(tmp_path):
     ids = np.arange(60)
     group = pa.array([None if i % 3 == 0 else int(i % 3) for i in ids], pa.int64())
-    pads.write_dataset(pa.table({"id": ids, "g": group}), tmp_path / "h", format="parquet", partitioning=["g"], partitioning_flavor="hive")
+    pads.write_dataset(
+        pa.table({"id": ids, "g": group}),
+        tmp_path / "h",
+        format="parquet",
+        partitioning=["g"],
+        partitioning_flavor="hive",
+    )
     null_dir = tmp_path / "h" / "g=__HIVE_DEFAULT_PARTITION__"
     assert null_dir.is_dir()
     with pytest.raises(DataError) as excinfo:
@@ -165,7 +173,10 @@ def test_missing_path_and_empty_glob_raise_naming_them(tmp_path):
 def test_int32_and_int64_files_unify_to_int64_without_loss(tmp_path):
     root = tmp_path / "drift"
     root.mkdir()
-    pq.write_table(pa.table({"id": pa.array(np.arange(50), pa.int64()), "v": pa.array(np.arange(50) - 2**31, pa.int32())}), root / "a.parquet")
+    pq.write_table(
+        pa.table({"id": pa.array(np.arange(50), pa.int64()), "v": pa.array(np.arange(50) - 2**31, pa.int32())}),
+        root / "a.parquet",
+    )
     big = 2**40 + np.arange(50, 100)
     pd.DataFrame({"id": np.arange(50, 100), "v": big}).to_parquet(root / "b.parquet", index=False)
     ds = sf.read_parquet(root)
@@ -255,7 +266,9 @@ def test_null_or_nan_in_a_float_column_raises_naming_the_row(tmp_path, library, 
     if library == "pyarrow":
         pq.write_table(pa.table({"id": ids, "x": pa.array(values, pa.float64())}), path, row_group_size=97)
     elif library == "pandas":
-        pd.DataFrame({"id": ids, "x": pd.array(values, dtype="Float64")}).to_parquet(path, index=False, row_group_size=97)
+        pd.DataFrame({"id": ids, "x": pd.array(values, dtype="Float64")}).to_parquet(
+            path, index=False, row_group_size=97
+        )
     else:
         pl.DataFrame({"id": ids, "x": pl.Series(values, dtype=pl.Float64)}).write_parquet(path, row_group_size=97)
     assert pq.read_table(path)["x"].null_count == (kind == "null")  # the writer wrote what we meant
@@ -344,8 +357,12 @@ def test_dictionary_strings_with_a_different_dictionary_per_row_group(tmp_path):
 def test_pandas_categorical_and_polars_categorical_decode_to_values(tmp_path):
     names = np.array(["red", "green", "blue", "grey"], dtype=object)
     ids = np.arange(200)
-    pd.DataFrame({"id": ids[:100], "c": pd.Categorical(names[ids[:100] % 3])}).to_parquet(tmp_path / "a.parquet", index=False, row_group_size=30)
-    frame = pl.DataFrame({"id": ids[100:], "c": list(names[(ids[100:] % 3) + 1])}).with_columns(pl.col("c").cast(pl.Categorical))
+    pd.DataFrame({"id": ids[:100], "c": pd.Categorical(names[ids[:100] % 3])}).to_parquet(
+        tmp_path / "a.parquet", index=False, row_group_size=30
+    )
+    frame = pl.DataFrame({"id": ids[100:], "c": list(names[(ids[100:] % 3) + 1])}).with_columns(
+        pl.col("c").cast(pl.Categorical)
+    )
     frame.write_parquet(tmp_path / "b.parquet", row_group_size=30)
     got = read_all(sf.read_parquet(tmp_path).shuffle(5))
     want = np.where(got["id"] < 100, names[got["id"] % 3], names[(got["id"] % 3) + 1])
@@ -450,9 +467,7 @@ def test_error_budget_zero_raises_naming_the_file(tmp_path):
         sf.read_parquet(tmp_path / "data", on_error="skip", max_bad_fraction=0.0)
 
 
-@pytest.mark.parametrize(
-    "errors", [{"on_error": "ignore"}, {"max_bad_fraction": 1.5}, {"max_bad_count": -1}], ids=str
-)
+@pytest.mark.parametrize("errors", [{"on_error": "ignore"}, {"max_bad_fraction": 1.5}, {"max_bad_count": -1}], ids=str)
 def test_a_bad_error_policy_is_refused_before_reading(tmp_path, errors):
     with pytest.raises(sf.ArgumentError, match=next(iter(errors))):
         sf.read_parquet(tmp_path / "does-not-matter.parquet", **errors)
@@ -528,7 +543,10 @@ def test_unreadable_file_is_named(tmp_path):
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", _OPEN_UNREADABLE, str(root), on_error],
-                    preexec_fn=preexec, capture_output=True, text=True, timeout=120,
+                    preexec_fn=preexec,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
                 )
             except subprocess.SubprocessError as exc:  # pragma: no cover - depends on the container
                 pytest.skip(f"cannot start a child without root's file access (needs CAP_SETPCAP): {exc}")

@@ -10,9 +10,9 @@ or, under ``on_error="skip"``, be reported exactly.
 
 from __future__ import annotations
 
-import zlib
 import io
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +23,8 @@ import tensorflow as tf  # the reference writer and reader; CI installs it
 
 import streamfeed as sf  # noqa: E402
 from streamfeed.errors import CorruptFileError, DataError, ErrorBudgetExceeded, SchemaError  # noqa: E402
-from streamfeed.sources import _tfrecord_format as fmt  # noqa: E402
 from streamfeed.readers import read_tfrecord  # noqa: E402
+from streamfeed.sources import _tfrecord_format as fmt  # noqa: E402
 from streamfeed.writers.tfrecord import write_tfrecord  # noqa: E402
 
 SPEC = {"x": ("float", (4,)), "label": ("int64", ()), "name": ("bytes", ())}
@@ -150,7 +150,12 @@ def test_writer_output_reads_back_in_tensorflow(tmp_path, compression):
         "text": np.array([f"é{i}" for i in ids], dtype=object),
         "blob": np.array([bytes([i % 256, 0]) for i in ids], dtype=object),
     }
-    paths = write_tfrecord([{k: v[:100] for k, v in chunk.items()}, {k: v[100:] for k, v in chunk.items()}], tmp_path / "out" / "train", shard_rows=70, compression=compression)
+    paths = write_tfrecord(
+        [{k: v[:100] for k, v in chunk.items()}, {k: v[100:] for k, v in chunk.items()}],
+        tmp_path / "out" / "train",
+        shard_rows=70,
+        compression=compression,
+    )
     ext = ".tfrecord.gz" if compression else ".tfrecord"
     assert [Path(p).name for p in paths] == [f"train-{i:05d}-of-00004{ext}" for i in range(4)]
     assert sorted(os.listdir(tmp_path / "out")) == [Path(p).name for p in paths]  # no temporary files left
@@ -162,9 +167,13 @@ def test_writer_output_reads_back_in_tensorflow(tmp_path, compression):
         "text": tf.io.FixedLenFeature([], tf.string),
         "blob": tf.io.FixedLenFeature([], tf.string),
     }
-    rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(paths, compression_type=compression or "")]
+    rows = [
+        tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(paths, compression_type=compression or "")
+    ]
     got = {name: np.stack([row[name].numpy() for row in rows]) for name in spec if name not in ("text", "blob")}
-    got.update({name: [row[name].numpy() for row in rows] for name in ("text", "blob")})  # a bytes_ array would strip trailing NULs
+    got.update(
+        {name: [row[name].numpy() for row in rows] for name in ("text", "blob")}
+    )  # a bytes_ array would strip trailing NULs
     np.testing.assert_array_equal(got["id"], ids)
     np.testing.assert_array_equal(got["x"], chunk["x"].astype(np.float32))
     np.testing.assert_array_equal(got["flag"], chunk["flag"].astype(np.int64))
@@ -172,7 +181,12 @@ def test_writer_output_reads_back_in_tensorflow(tmp_path, compression):
     assert [t.decode() for t in got["text"]] == list(chunk["text"])
     assert list(got["blob"]) == list(chunk["blob"])
     # and streamfeed reads its own output back, with the same values
-    back = read_all(read_tfrecord(tmp_path / "out", features={"id": ("int64", ()), "x": ("float", (3,)), "big": ("int64", ()), "blob": ("bytes", ())}))
+    back = read_all(
+        read_tfrecord(
+            tmp_path / "out",
+            features={"id": ("int64", ()), "x": ("float", (3,)), "big": ("int64", ()), "blob": ("bytes", ())},
+        )
+    )
     np.testing.assert_array_equal(back["x"], got["x"])
     np.testing.assert_array_equal(back["big"], got["big"])
     assert list(back["blob"]) == list(chunk["blob"])
@@ -209,7 +223,9 @@ def test_sharded_directory_and_glob(tmp_path):
     (root / "_SUCCESS").write_text("")
     tf_write(root / "eval.tfrecord-00000-of-00001", [example(1000)])
     ds = read_tfrecord(root, features=SPEC, fragment_bytes=1500)
-    assert [Path(p).name for p in ds.source.files] == ["eval.tfrecord-00000-of-00001"] + [f"train-{n:05d}-of-00004" for n in range(4)]
+    assert [Path(p).name for p in ds.source.files] == ["eval.tfrecord-00000-of-00001"] + [
+        f"train-{n:05d}-of-00004" for n in range(4)
+    ]
     assert len(ds) == 251
     train = read_tfrecord(str(root / "train-*-of-00004"), features=SPEC, fragment_bytes=1500)
     assert len(train) == 250 and len(train.source.fragments) > 4
@@ -293,7 +309,9 @@ def test_reading_a_large_gzip_file_holds_a_fragment_not_the_file(tmp_path):
     large = _write_text_records(tmp_path / "large.tfrecord.gz", 10_000)
     decompressed = len(zlib.decompress(large.read_bytes(), 31))
     assert decompressed > 36 * 2**20
-    out = subprocess.run([sys.executable, "-c", _MEASURE_GZIP, str(small), str(large)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE_GZIP, str(small), str(large)], capture_output=True, text=True, check=True
+    )
     rows, fragments, grown = map(int, out.stdout.split())
     assert rows == 10_000 and fragments >= 35
     assert grown < decompressed / 4, f"peak RSS grew by {grown / 2**20:.1f} MiB reading {decompressed / 2**20:.1f} MiB"
@@ -318,24 +336,38 @@ def test_truncated_mid_record(tmp_path):
     with pytest.raises(CorruptFileError) as excinfo:
         read_tfrecord(path, features=SPEC)
     message = str(excinfo.value)
-    assert str(path) in message and "record 39" in message and f"byte offset {starts[39]}" in message and "1 record" in message
+    assert (
+        str(path) in message
+        and "record 39" in message
+        and f"byte offset {starts[39]}" in message
+        and "1 record" in message
+    )
     ds = read_tfrecord(path, features=SPEC, on_error="skip")
     rows, entries = skipped(ds)
     assert len(ds) == len(rows["label"]) == 39
-    assert [(e.path, e.location, e.rows) for e in entries] == [(str(path), f"records from 39 on (bytes {starts[39]}-{starts[39] + 20})", 1)]
+    assert [(e.path, e.location, e.rows) for e in entries] == [
+        (str(path), f"records from 39 on (bytes {starts[39]}-{starts[39] + 20})", 1)
+    ]
     assert len(rows["label"]) + ds.report.skipped_rows == ds.report.total_rows == 40
     assert_same(rows, tf_parse(RECORDS[:39]))
 
 
 def test_flipped_data_byte_loses_only_that_record(tmp_path):
     starts = offsets(RECORDS[:40])
-    path, _ = damaged(tmp_path, "flip.tfrecord", lambda d: d.__setitem__(starts[17] + 12 + 5, d[starts[17] + 12 + 5] ^ 0x01))
+    path, _ = damaged(
+        tmp_path, "flip.tfrecord", lambda d: d.__setitem__(starts[17] + 12 + 5, d[starts[17] + 12 + 5] ^ 0x01)
+    )
     ds = read_tfrecord(path, features=SPEC, fragment_bytes=1000)  # the framing scan does not read data
     assert len(ds) == 40
     with pytest.raises(CorruptFileError) as excinfo:
         read_all(ds)
     message = str(excinfo.value)
-    assert str(path) in message and "record 17" in message and f"byte offset {starts[17]}" in message and "data CRC" in message
+    assert (
+        str(path) in message
+        and "record 17" in message
+        and f"byte offset {starts[17]}" in message
+        and "data CRC" in message
+    )
     # tf.data agrees that the file is damaged
     with pytest.raises(tf.errors.DataLossError):
         list(tf.data.TFRecordDataset(str(path)))
@@ -385,7 +417,9 @@ def test_not_a_tfrecord_file(tmp_path):
     assert str(path) in message and "record 0 (byte offset 0)" in message and "not a TFRecord file" in message
     ds = read_tfrecord([path, tf_write(tmp_path / "good.tfrecord", RECORDS[:5])], features=SPEC, on_error="skip")
     assert len(read_all(ds)["label"]) == 5
-    assert [(e.path, e.location) for e in ds.report.entries] == [(str(path), f"records from 0 on (bytes 0-{path.stat().st_size})")]
+    assert [(e.path, e.location) for e in ds.report.entries] == [
+        (str(path), f"records from 0 on (bytes 0-{path.stat().st_size})")
+    ]
 
 
 def test_gzip_without_extension_says_so(tmp_path):
@@ -402,7 +436,11 @@ def test_truncated_gzip(tmp_path):
     inflater = zlib.decompressobj(31)
     available = inflater.decompress(data[: len(data) // 2])  # everything the truncated stream still holds
     assert not inflater.eof
-    intact = sum(1 for o, r in zip(offsets(RECORDS[:200]), RECORDS) if o + fmt.HEADER_BYTES + len(r) + fmt.FOOTER_BYTES <= len(available))
+    intact = sum(
+        1
+        for o, r in zip(offsets(RECORDS[:200]), RECORDS)
+        if o + fmt.HEADER_BYTES + len(r) + fmt.FOOTER_BYTES <= len(available)
+    )
     with pytest.raises(CorruptFileError) as excinfo:
         read_tfrecord(path, features=SPEC)
     message = str(excinfo.value)
@@ -411,7 +449,9 @@ def test_truncated_gzip(tmp_path):
     rows = read_all(ds)
     assert 0 < intact < 200 and len(rows["label"]) == intact
     assert_same(rows, tf_parse(RECORDS[:intact]))
-    assert [(e.location, e.rows) for e in ds.report.entries] == [(f"records from {intact} on (from decompressed byte {offsets(RECORDS)[intact]})", None)]
+    assert [(e.location, e.rows) for e in ds.report.entries] == [
+        (f"records from {intact} on (from decompressed byte {offsets(RECORDS)[intact]})", None)
+    ]
 
 
 # ------------------------------------------------------------ the feature spec
@@ -429,7 +469,9 @@ def test_missing_feature_and_wrong_length_name_the_record(tmp_path):
     ds = read_tfrecord(path, features=SPEC, on_error="skip")
     assert len(ds) == 27
     rows, entries = skipped(ds)
-    assert [(e.location, e.rows) for e in entries] == [(f"record {i} (byte offset {starts[i]})", 1) for i in (4, 11, 20)]
+    assert [(e.location, e.rows) for e in entries] == [
+        (f"record {i} (byte offset {starts[i]})", 1) for i in (4, 11, 20)
+    ]
     assert "has 3 values" in entries[1].reason and "float_list" in entries[2].reason
     assert_same(rows, tf_parse([r for i, r in enumerate(records) if i not in (4, 11, 20)]))
     with pytest.raises(ErrorBudgetExceeded):
@@ -456,7 +498,9 @@ def test_decode_images(tmp_path):
         Image.fromarray(image).save(out, format="PNG")
         encoded.append(out.getvalue())
     encoded[3] = b"not an image"
-    records = [example(i, name=tf.train.Feature(bytes_list=tf.train.BytesList(value=[data]))) for i, data in enumerate(encoded)]
+    records = [
+        example(i, name=tf.train.Feature(bytes_list=tf.train.BytesList(value=[data]))) for i, data in enumerate(encoded)
+    ]
     path = tf_write(tmp_path / "images.tfrecord", records)
     ds = read_tfrecord(path, features=SPEC, decode_images=["name"], on_error="skip")
     rows, entries = skipped(ds)

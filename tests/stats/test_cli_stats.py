@@ -17,7 +17,23 @@ def test_stats_command_writes_json_and_prints_a_summary(tmp_path, capsys):
     table = pa.table({"f0": np.arange(n, dtype=np.float32), "code": np.arange(n) % 4, "y": np.arange(n) % 2})
     pq.write_table(table, tmp_path / "d.parquet", row_group_size=128)
     out = tmp_path / "stats.json"
-    assert main(["stats", str(tmp_path / "d.parquet"), "-o", str(out), "--label", "y", "--categorical", "code", "--max-vocabulary", "3"]) == 0
+    assert (
+        main(
+            [
+                "stats",
+                str(tmp_path / "d.parquet"),
+                "-o",
+                str(out),
+                "--label",
+                "y",
+                "--categorical",
+                "code",
+                "--max-vocabulary",
+                "3",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "500 rows of parquet" in printed and "f0" in printed and "categorical" in printed
     data = json.loads(out.read_text())
@@ -45,7 +61,22 @@ def test_cli_passes_quantile_and_distinct_choices(tmp_path):
 
     pq.write_table(pa.table({"x": np.linspace(0, 1, 500), "k": np.arange(500) % 7}), tmp_path / "d.parquet")
     out = tmp_path / "s.json"
-    assert main(["stats", str(tmp_path / "d.parquet"), "-o", str(out), "--distinct", "all", "--quantiles", "none", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "stats",
+                str(tmp_path / "d.parquet"),
+                "-o",
+                str(out),
+                "--distinct",
+                "all",
+                "--quantiles",
+                "none",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     stats = Stats.load(out)
     assert stats["x"].distinct is not None and abs(stats["x"].distinct - 500) < 50  # floats only with --distinct all
     assert stats["x"].mean == np.linspace(0, 1, 500).mean()

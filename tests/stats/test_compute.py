@@ -15,18 +15,22 @@ from PIL import Image
 
 import streamfeed as sf
 from streamfeed.errors import StreamfeedError
-from streamfeed.stats import Stats, StaleStatsError, compute_stats
+from streamfeed.stats import StaleStatsError, Stats, compute_stats
 
 IDS = np.arange(700)
 
 
 def _parquet(tmp_path):
     rng = np.random.default_rng(0)
-    table = pa.table({
-        "id": IDS, "x": IDS / 2.0,
-        "city": pa.array([["paris", "oslo", "lima"][i % 3] for i in IDS]),
-        "y": IDS % 4 == 0, "v": pa.array(list(rng.standard_normal((700, 3))), pa.list_(pa.float64(), 3)),
-    })
+    table = pa.table(
+        {
+            "id": IDS,
+            "x": IDS / 2.0,
+            "city": pa.array([["paris", "oslo", "lima"][i % 3] for i in IDS]),
+            "y": IDS % 4 == 0,
+            "v": pa.array(list(rng.standard_normal((700, 3))), pa.list_(pa.float64(), 3)),
+        }
+    )
     pq.write_table(table, tmp_path / "a.parquet", row_group_size=97)
     return sf.read_parquet(tmp_path / "a.parquet")
 
@@ -151,7 +155,10 @@ def test_the_result_does_not_depend_on_the_thread_count(tmp_path):
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=111)
     dataset = sf.read_parquet(tmp_path / "t.parquet").map(lambda c: {**c, "a": np.where(c["b"] == 7, np.nan, c["a"])})
     # a sample smaller than the data, so the position-hashed selection matters
-    runs = [compute_stats(dataset, threads=t, categorical=["b"], max_vocabulary=20, quantile_sample=500).to_dict() for t in (1, 2, 4)]
+    runs = [
+        compute_stats(dataset, threads=t, categorical=["b"], max_vocabulary=20, quantile_sample=500).to_dict()
+        for t in (1, 2, 4)
+    ]
     assert runs[0]["columns"]["a"]["quantile_points"] and runs[0]["columns"]["a"]["quantile_sample_size"] == 500
     texts = [json.dumps(run, sort_keys=True) for run in runs]
     assert texts[0] == texts[1] == texts[2]  # everything, quantiles included
@@ -160,7 +167,9 @@ def test_the_result_does_not_depend_on_the_thread_count(tmp_path):
 def test_quantiles_are_identical_between_thread_counts_and_within_the_bound(tmp_path):
     values = np.random.default_rng(2).standard_normal(60_000)
     pq.write_table(pa.table({"a": values, "i": np.arange(values.size)}), tmp_path / "q.parquet", row_group_size=4000)
-    dataset = sf.read_parquet(tmp_path / "q.parquet").map(lambda c: {**c, "a": np.where(c["i"] % 97 == 0, np.nan, c["a"])})
+    dataset = sf.read_parquet(tmp_path / "q.parquet").map(
+        lambda c: {**c, "a": np.where(c["i"] % 97 == 0, np.nan, c["a"])}
+    )
     values = np.where(np.arange(values.size) % 97 == 0, np.nan, values)
     one, four = (compute_stats(dataset, threads=t, quantile_sample=5000)["a"] for t in (1, 4))
     assert one.quantiles(100) == four.quantiles(100)
@@ -182,11 +191,16 @@ def test_kll_quantiles_and_distinct_options(tmp_path):
     assert default["a"].distinct is None and abs(default["i"].distinct - 777) < 0.1 * 777  # floats: opt-in
     # the sample is the whole column: only the stored 1024-point grid's error remains
     assert default["a"].quantile_rank_error == pytest.approx(1 / 2048 + 1 / 20_000)
-    assert default["a"].quantile(0.5) == np.sort(values)[10_000] and default["a"].quantile(0.25) == np.sort(values)[5_000]
+    assert (
+        default["a"].quantile(0.5) == np.sort(values)[10_000] and default["a"].quantile(0.25) == np.sort(values)[5_000]
+    )
     everything = compute_stats(dataset, distinct="all", quantiles="kll")
     assert abs(everything["a"].distinct - 20_000) < 0.1 * 20_000
     assert everything["a"].kll and everything["a"].quantile_method == "kll"
-    assert abs(np.searchsorted(np.sort(values), everything["a"].quantile(0.5)) / 20_000 - 0.5) <= everything["a"].quantile_rank_error
+    assert (
+        abs(np.searchsorted(np.sort(values), everything["a"].quantile(0.5)) / 20_000 - 0.5)
+        <= everything["a"].quantile_rank_error
+    )
     bare = compute_stats(dataset, quantiles="none", distinct="none")
     assert bare["i"].distinct is None and bare["a"].mean == default["a"].mean
     with pytest.raises(ValueError, match="no quantile summary"):

@@ -46,7 +46,11 @@ def test_beyond_the_cap_a_sketch_keeps_the_heavy_hitters_and_reports_it():
 
 
 def test_value_types_survive_bytes_bools_and_ints():
-    for values, kind in ((np.array([b"a", b"b", b"a"]), bytes), (np.array([True, False, True]), bool), (np.array([3, 1, 3]), int)):
+    for values, kind in (
+        (np.array([b"a", b"b", b"a"]), bytes),
+        (np.array([True, False, True]), bool),
+        (np.array([3, 1, 3]), int),
+    ):
         vocabulary = _vocabulary([values], cap=10)
         top = vocabulary.top()
         assert all(type(value) is kind for value, _ in top)

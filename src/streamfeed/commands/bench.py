@@ -22,8 +22,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
     bench.add_argument("--read-threads", type=int, default=None)
     bench.add_argument("--memory-limit", type=int, default=None, help="bytes for the pipeline's buffers")
-    bench.add_argument("--model", choices=["demo"], default=None,
-                       help="feed a real fit loop: 'demo' is the demo's small Dense model (tabular data)")
+    bench.add_argument(
+        "--model",
+        choices=["demo"],
+        default=None,
+        help="feed a real fit loop: 'demo' is the demo's small Dense model (tabular data)",
+    )
     bench.add_argument("--label", default=None, help="label column (needed with --model)")
     bench.add_argument("--json", action="store_true", help="print the report as JSON")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -41,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     dataset = reader_for(source_format)(args.path)
     if not args.no_shuffle:
         dataset = dataset.shuffle(seed=args.shuffle_seed)
-    dataset = dataset.batch(args.batch_size).with_options(memory_limit=args.memory_limit, read_threads=args.read_threads)
+    dataset = dataset.batch(args.batch_size).with_options(
+        memory_limit=args.memory_limit, read_threads=args.read_threads
+    )
     model = features = None
     if args.model == "demo":
         choose_keras_backend()

@@ -15,7 +15,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     convert.add_argument("--to", choices=["parquet", "tfrecord"], default="parquet", help="output format")
     convert.add_argument("--compression", choices=["GZIP"], default=None, help="TFRecord compression")
     convert.add_argument("--shard-rows", type=int, default=1_000_000, help="rows per output file")
-    convert.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it")
+    convert.add_argument(
+        "--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it"
+    )
     convert.add_argument("--report", type=Path, default=None, help="write skipped input as JSON lines here")
     convert.add_argument("--json", action="store_true", help="print the summary as JSON")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -32,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     options = {"decode": False} if source_format == "images" else {}
     dataset = reader_for(source_format)(args.source, on_error=args.on_error, report_path=args.report, **options)
     if args.to == "tfrecord":
-        summary = convert_to_tfrecord(dataset, args.destination, shard_rows=args.shard_rows, compression=args.compression)
+        summary = convert_to_tfrecord(
+            dataset, args.destination, shard_rows=args.shard_rows, compression=args.compression
+        )
     else:
         summary = convert_to_parquet(dataset, args.destination, shard_rows=args.shard_rows, progress=None)
     if args.json:

@@ -12,8 +12,12 @@ from ._backend import choose_keras_backend
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser("demo", help="generate a synthetic Parquet dataset (cached) and train a Keras model on it")
-    demo.add_argument("--rows", type=int, default=2_000_000, help="rows to generate (default 2,000,000; may exceed RAM)")
+    demo = commands.add_parser(
+        "demo", help="generate a synthetic Parquet dataset (cached) and train a Keras model on it"
+    )
+    demo.add_argument(
+        "--rows", type=int, default=2_000_000, help="rows to generate (default 2,000,000; may exceed RAM)"
+    )
     demo.add_argument("--features", type=int, default=32)
     demo.add_argument("--epochs", type=int, default=2)
     demo.add_argument("--batch-size", type=int, default=1024)

@@ -9,16 +9,26 @@ import json
 def register(commands: argparse._SubParsersAction) -> None:
     from ..inspect import FORMATS
 
-    inspect = commands.add_parser("inspect", help="show files, rows, schema and layout of a dataset, and warnings for training")
+    inspect = commands.add_parser(
+        "inspect", help="show files, rows, schema and layout of a dataset, and warnings for training"
+    )
     inspect.add_argument("path", help="file or directory")
     inspect.add_argument("--format", choices=FORMATS, default=None, help="format (default: detected from suffixes)")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
-    inspect.add_argument("--full", action="store_true", help="scan all the data (exact null counts, decode every image) instead of metadata and samples")
+    inspect.add_argument(
+        "--full",
+        action="store_true",
+        help="scan all the data (exact null counts, decode every image) instead of metadata and samples",
+    )
     inspect.add_argument("--quality", action="store_true", help="add the data-quality report (one pass over the data)")
     inspect.add_argument("--label", default=None, help="label column for the quality report")
-    inspect.add_argument("--memory-limit", type=int, default=None, help="bytes the pipeline may use: row groups are checked against it")
+    inspect.add_argument(
+        "--memory-limit", type=int, default=None, help="bytes the pipeline may use: row groups are checked against it"
+    )
     inspect.add_argument("--sample-rows", type=int, default=5, help="sample values per column")
-    inspect.add_argument("--html", default=None, metavar="FILE", help="also write a small static HTML report with histograms")
+    inspect.add_argument(
+        "--html", default=None, metavar="FILE", help="also write a small static HTML report with histograms"
+    )
     inspect.add_argument("--quiet", action="store_true", help="no progress bar")
     inspect.set_defaults(run=run)
 

@@ -7,20 +7,36 @@ from pathlib import Path
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    stats = commands.add_parser("stats", help="compute column statistics, quantiles and vocabularies in one pass; save them as JSON")
+    stats = commands.add_parser(
+        "stats", help="compute column statistics, quantiles and vocabularies in one pass; save them as JSON"
+    )
     stats.add_argument("source", help="file, directory or glob")
     stats.add_argument("-o", "--output", type=Path, required=True, help="where to write the statistics JSON")
     stats.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
     stats.add_argument("--label", default=None, help="label column: its value counts are recorded")
-    stats.add_argument("--categorical", default="", help="comma-separated columns to count as categories (e.g. integer ids)")
+    stats.add_argument(
+        "--categorical", default="", help="comma-separated columns to count as categories (e.g. integer ids)"
+    )
     stats.add_argument("--columns", default="", help="comma-separated columns to describe (default: all)")
-    stats.add_argument("--max-vocabulary", type=int, default=100_000, help="distinct values kept exactly per categorical column")
-    stats.add_argument("--quantiles", choices=["sample", "kll", "none"], default="sample",
-                       help="quantiles from a fixed hash-chosen sample (default; deterministic), a KLL sketch of every value, or none")
-    stats.add_argument("--distinct", choices=["categorical", "all", "none"], default="categorical",
-                       help="distinct-count estimates for integer/categorical columns (default), all columns, or none")
+    stats.add_argument(
+        "--max-vocabulary", type=int, default=100_000, help="distinct values kept exactly per categorical column"
+    )
+    stats.add_argument(
+        "--quantiles",
+        choices=["sample", "kll", "none"],
+        default="sample",
+        help="quantiles from a fixed hash-chosen sample (default; deterministic), a KLL sketch of every value, or none",
+    )
+    stats.add_argument(
+        "--distinct",
+        choices=["categorical", "all", "none"],
+        default="categorical",
+        help="distinct-count estimates for integer/categorical columns (default), all columns, or none",
+    )
     stats.add_argument("--threads", type=int, default=None, help="read threads (default: min(4, CPUs))")
-    stats.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it")
+    stats.add_argument(
+        "--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it"
+    )
     stats.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     stats.set_defaults(run=run)
 
@@ -69,8 +85,18 @@ def summary(stats, source_format: str, output: Path) -> str:
     rows = [header]
     for column in stats.columns.values():
         rows.append(
-            (column.name, column.kind, str(column.count), str(column.nulls), str(column.nans), _number(column.min),
-             _number(column.max), _number(column.mean), _number(column.std), _number(column.distinct))
+            (
+                column.name,
+                column.kind,
+                str(column.count),
+                str(column.nulls),
+                str(column.nans),
+                _number(column.min),
+                _number(column.max),
+                _number(column.mean),
+                _number(column.std),
+                _number(column.distinct),
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

@@ -49,7 +49,9 @@ def inspect(
         raise ArgumentError(describe("Unknown format", expected=f"one of {FORMATS}", found=repr(chosen)))
     report = InspectReport(path=path, format=chosen)
     module = import_module(f".{chosen}", __name__)
-    getattr(module, f"inspect_{chosen}")(path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report)
+    getattr(module, f"inspect_{chosen}")(
+        path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report
+    )
     if quality:
         report.quality = quality_report(path, format=chosen, label=label).to_dict()
     return report

@@ -41,7 +41,11 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
         "line_ending": "\\r\\n" if "\r\n" in text[:65536] else "\\n",
     }
     options = pacsv.ParseOptions(delimiter=source.delimiter)
-    convert = pacsv.ConvertOptions(column_types=dict(zip(source.schema.names, source.schema.types)), null_values=list(DEFAULT_NULL_VALUES), strings_can_be_null=True)
+    convert = pacsv.ConvertOptions(
+        column_types=dict(zip(source.schema.names, source.schema.types)),
+        null_values=list(DEFAULT_NULL_VALUES),
+        strings_can_be_null=True,
+    )
     nulls: dict[str, int] = {}
     sample: dict[str, np.ndarray] = {}
     total = sum(sizes) if full else 0
@@ -49,7 +53,12 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
     with progress(total, "scanning bytes", unit="bytes", enabled=None if full else False) as advance:
         for file in scanned:
             with source.filesystem.open_input_stream(file, compression=file_codec(file)) as stream:
-                reader = pacsv.open_csv(stream, parse_options=options, convert_options=convert, read_options=pacsv.ReadOptions(block_size=_SAMPLE_BYTES))
+                reader = pacsv.open_csv(
+                    stream,
+                    parse_options=options,
+                    convert_options=convert,
+                    read_options=pacsv.ReadOptions(block_size=_SAMPLE_BYTES),
+                )
                 for batch in reader:
                     if not sample:
                         sample = {name: sample_column(batch.column(name), name, file) for name in batch.schema.names}
@@ -60,13 +69,25 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
                         break
     for field in source.schema:
         values = sample.get(field.name)
-        report.columns.append(Column(field.name, str(field.type), nulls=nulls.get(field.name), nulls_exact=full, samples=[] if values is None else sample_values(values, sample_rows)))
+        report.columns.append(
+            Column(
+                field.name,
+                str(field.type),
+                nulls=nulls.get(field.name),
+                nulls_exact=full,
+                samples=[] if values is None else sample_values(values, sample_rows),
+            )
+        )
         if index_like(field.name, values):
             warn_index(report, field.name, first)
 
 
 def _encoding(head: bytes) -> tuple[str, bool]:
-    for bom, name in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+    for bom, name in (
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
         if head.startswith(bom):
             return name, True
     try:

@@ -42,7 +42,12 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int |
                 if file_index or not obj.shape:
                     return
                 head = obj[: max(sample_rows, _INDEX_PROBE_ROWS)] if obj.dtype.names is None else obj[:sample_rows]
-                column = Column(name="/" + name, type=str(obj.dtype), shape=list(obj.shape[1:]), samples=sample_values(np.asarray(head), sample_rows))
+                column = Column(
+                    name="/" + name,
+                    type=str(obj.dtype),
+                    shape=list(obj.shape[1:]),
+                    samples=sample_values(np.asarray(head), sample_rows),
+                )
                 if full and obj.dtype.kind == "f":
                     column.nulls, column.nulls_exact = int(np.count_nonzero(np.isnan(obj[...]))), True
                 report.columns.append(column)

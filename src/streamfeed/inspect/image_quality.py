@@ -97,7 +97,11 @@ def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, thr
     widths = np.array([m["width"] for m in good], dtype=np.float64)
     heights = np.array([m["height"] for m in good], dtype=np.float64)
     median_w, median_h = (float(np.median(widths)), float(np.median(heights))) if good else (0.0, 0.0)
-    size_outliers = [m["path"] for m in good if not (median_w / 2 <= m["width"] <= median_w * 2 and median_h / 2 <= m["height"] <= median_h * 2)]
+    size_outliers = [
+        m["path"]
+        for m in good
+        if not (median_w / 2 <= m["width"] <= median_w * 2 and median_h / 2 <= m["height"] <= median_h * 2)
+    ]
     blur = np.array([m["blur"] for m in good])
     median_blur = float(np.median(blur)) if good else 0.0
     blurry = sorted((m for m in good if m["blur"] < BLURRY_SHARE * median_blur), key=lambda m: m["blur"])
@@ -106,7 +110,11 @@ def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, thr
         if "hash" in m:
             by_hash[m["hash"]].append(m["path"])
     duplicates = [paths for paths in by_hash.values() if len(paths) > 1]
-    report.duplicates = {"estimated": sum(len(p) - 1 for p in duplicates), "groups": duplicates[:50], "method": "exact: BLAKE2b of file contents"}
+    report.duplicates = {
+        "estimated": sum(len(p) - 1 for p in duplicates),
+        "groups": duplicates[:50],
+        "method": "exact: BLAKE2b of file contents",
+    }
     report.images = {
         "files": len(measured),
         "undecodable": [{"path": m["path"], "error": m["error"]} for m in bad[:50]],
@@ -116,16 +124,34 @@ def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, thr
         "size_outliers": size_outliers[:50],
         "near_black": [m["path"] for m in good if m["brightness"] < DARK][:50],
         "near_white": [m["path"] for m in good if m["brightness"] > BRIGHT][:50],
-        "blur": {"median": median_blur, "p05": float(np.percentile(blur, 5)) if good else 0.0, "blurry": [{"path": m["path"], "blur": m["blur"]} for m in blurry[:50]]},
-        "per_image": [{k: m.get(k) for k in ("path", "mode", "width", "height", "brightness", "blur")} for m in good[:1000]],
+        "blur": {
+            "median": median_blur,
+            "p05": float(np.percentile(blur, 5)) if good else 0.0,
+            "blurry": [{"path": m["path"], "blur": m["blur"]} for m in blurry[:50]],
+        },
+        "per_image": [
+            {k: m.get(k) for k in ("path", "mode", "width", "height", "brightness", "blur")} for m in good[:1000]
+        ],
     }
     images = report.images
-    for key, text in (("undecodable", "do not decode"), ("mode_outliers", f"are not {common_mode} like most"), ("size_outliers", "are less than half or more than twice the median size"), ("near_black", "are nearly black"), ("near_white", "are nearly white")):
+    for key, text in (
+        ("undecodable", "do not decode"),
+        ("mode_outliers", f"are not {common_mode} like most"),
+        ("size_outliers", "are less than half or more than twice the median size"),
+        ("near_black", "are nearly black"),
+        ("near_white", "are nearly white"),
+    ):
         count = len(bad) if key == "undecodable" else len(images[key])
         if count:
-            report.warnings.append(f"{count} image(s) {text}, e.g. {images[key][0]['path'] if key == 'undecodable' else images[key][0]}")
+            report.warnings.append(
+                f"{count} image(s) {text}, e.g. {images[key][0]['path'] if key == 'undecodable' else images[key][0]}"
+            )
     if blurry:
-        report.warnings.append(f"{len(blurry)} image(s) are much blurrier than the median (variance of the Laplacian < {BLURRY_SHARE:.0%} of {median_blur:.0f}), e.g. {blurry[0]['path']}")
+        report.warnings.append(
+            f"{len(blurry)} image(s) are much blurrier than the median (variance of the Laplacian < {BLURRY_SHARE:.0%} of {median_blur:.0f}), e.g. {blurry[0]['path']}"
+        )
     if duplicates:
-        report.warnings.append(f"{report.duplicates['estimated']} duplicate file(s) in {len(duplicates)} group(s), e.g. {', '.join(os.path.basename(p) for p in duplicates[0][:3])}")
+        report.warnings.append(
+            f"{report.duplicates['estimated']} duplicate file(s) in {len(duplicates)} group(s), e.g. {', '.join(os.path.basename(p) for p in duplicates[0][:3])}"
+        )
     return report

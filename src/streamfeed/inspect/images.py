@@ -47,7 +47,9 @@ def image_folder(path: str | os.PathLike) -> tuple[str, bool, Any]:
 def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
     root, has_classes, listing = image_folder(path)
     add_files(report, listing.files, listing.sizes)
-    with progress(len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False) as advance:
+    with progress(
+        len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False
+    ) as advance:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             facts = []
             for fact in pool.map(lambda file: probe_image(file, full), listing.files):
@@ -72,21 +74,35 @@ def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int
             "undecodable": [{"path": file, "error": error} for file, error in bad[:50]],
         }
     )
-    report.columns = [Column("image", "encoded image", samples=[os.path.relpath(f, root) for f in listing.files[:sample_rows]])]
+    report.columns = [
+        Column("image", "encoded image", samples=[os.path.relpath(f, root) for f in listing.files[:sample_rows]])
+    ]
     if has_classes:
         report.columns.append(Column("label", "int64", samples=sorted(classes)[:sample_rows]))
         warn_rare_classes(report, dict(classes), root)
     if bad:
-        report.warn("unreadable_files", f"{len(bad)} image file(s) do not open" + ("" if full else " (headers only; --full decodes every image)"), where=bad[0][0], found=bad[0][1][:200], fix="remove or replace them, or read with on_error='skip'")
+        report.warn(
+            "unreadable_files",
+            f"{len(bad)} image file(s) do not open" + ("" if full else " (headers only; --full decodes every image)"),
+            where=bad[0][0],
+            found=bad[0][1][:200],
+            fix="remove or replace them, or read with on_error='skip'",
+        )
     if listing.ignored["not_image"]:
-        report.warn("not_images", f"{len(listing.ignored['not_image'])} file(s) are not images and will be left out", where=listing.ignored["not_image"][0], fix="move them out of the image folder if they are not meant to be there")
+        report.warn(
+            "not_images",
+            f"{len(listing.ignored['not_image'])} file(s) are not images and will be left out",
+            where=listing.ignored["not_image"][0],
+            fix="move them out of the image folder if they are not meant to be there",
+        )
     if len(modes) > 1:
         deep = sorted(mode for mode in modes if mode in _HIGH_DEPTH)
         report.warn(
             "mixed_image_modes",
             "Images have different modes (colour, greyscale, bit depth)",
             where=root,
-            found=", ".join(f"{mode}: {count}" for mode, count in modes.most_common()) + (f"; {deep} are more than 8 bits per channel" if deep else ""),
+            found=", ".join(f"{mode}: {count}" for mode, count in modes.most_common())
+            + (f"; {deep} are more than 8 bits per channel" if deep else ""),
             fix="decoding converts every image to one mode (channels=3, dtype=...); check that 16-bit images are scaled as intended",
         )
 
@@ -96,4 +112,6 @@ def _pixel_histogram(pixels: list[int]) -> list[dict]:
         return []
     exponents = np.floor(np.log2(np.maximum(pixels, 1))).astype(int)
     bins, counts = np.unique(exponents, return_counts=True)
-    return [{"pixels_low": 1 << int(b), "pixels_high": 1 << (int(b) + 1), "images": int(c)} for b, c in zip(bins, counts)]
+    return [
+        {"pixels_low": 1 << int(b), "pixels_high": 1 << (int(b) + 1), "images": int(c)} for b, c in zip(bins, counts)
+    ]

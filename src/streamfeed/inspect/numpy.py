@@ -35,7 +35,13 @@ def inspect_numpy(path: str, *, full: bool, sample_rows: int, memory_limit: int 
     report.rows = lengths.pop() if len(lengths) == 1 else None
     report.rows_exact = report.rows is not None
     if len(lengths) > 0:
-        report.warn("schema_drift", "Arrays have different lengths", where=path, found=", ".join(f"{a['name']}: {a['shape'][:1]}" for a in arrays[:10]), fix="every array must have one row per sample")
+        report.warn(
+            "schema_drift",
+            "Arrays have different lengths",
+            where=path,
+            found=", ".join(f"{a['name']}: {a['shape'][:1]}" for a in arrays[:10]),
+            fix="every array must have one row per sample",
+        )
     for array in arrays[:50]:
         values = _head(array, max(sample_rows, 1000))
         samples = sample_values(values, sample_rows)

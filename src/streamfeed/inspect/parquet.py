@@ -17,7 +17,9 @@ from .report import Column, InspectReport, add_files, index_like, sample_column,
 _INDEX_PROBE_ROWS = 1000
 
 
-def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+def inspect_parquet(
+    path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport
+) -> None:
     resolved = resolve_files(path, suffixes=(".parquet", ".pq", ".parq"))
     files = list(resolved.files)
     fs = resolved.filesystem
@@ -34,7 +36,9 @@ def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: in
             advance()
     report.rows, report.rows_exact = sum(meta.num_rows for meta in metas), True
 
-    groups = [(file, index, meta.row_group(index)) for file, meta in zip(files, metas) for index in range(meta.num_row_groups)]
+    groups = [
+        (file, index, meta.row_group(index)) for file, meta in zip(files, metas) for index in range(meta.num_row_groups)
+    ]
     group_rows = np.array([group.num_rows for _, _, group in groups], dtype=np.int64)
     group_bytes = np.array([group.total_byte_size for _, _, group in groups], dtype=np.int64)
     codecs = sorted({group.column(i).compression for _, _, group in groups for i in range(group.num_columns)})
@@ -96,8 +100,12 @@ def _check_drift(report: InspectReport, files: list[str], schemas: list[pa.Schem
     differences = []
     for file, schema in zip(files[1:], schemas[1:]):
         mine = {field.name: str(field.type) for field in schema}
-        changes = [f"+{name}" for name in mine if name not in first] + [f"-{name}" for name in first if name not in mine]
-        changes += [f"{name}: {first[name]} -> {kind}" for name, kind in mine.items() if name in first and first[name] != kind]
+        changes = [f"+{name}" for name in mine if name not in first] + [
+            f"-{name}" for name in first if name not in mine
+        ]
+        changes += [
+            f"{name}: {first[name]} -> {kind}" for name, kind in mine.items() if name in first and first[name] != kind
+        ]
         if changes:
             differences.append(f"{os.path.basename(file)} ({', '.join(changes)})")
     if differences:
@@ -137,13 +145,24 @@ def _sample(handle: pq.ParquetFile, path: str, rows: int) -> dict[str, np.ndarra
     return {name: sample_column(batch.column(name), name, path) for name in batch.schema.names}
 
 
-def _check_row_groups(report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, memory_limit: int | None) -> None:
+def _check_row_groups(
+    report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, memory_limit: int | None
+) -> None:
     """Row groups the pipeline cannot hold within the memory limit (they are never split)."""
     limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
     row_bytes = max(8.0, float(size.sum()) / max(int(rows.sum()), 1))
     largest = int(np.argmax(rows))
     try:
-        layout = plan_layout(row_bytes=row_bytes, fragment_rows=float(rows[largest]), batch_rows=1024, shuffled=True, window=None, read_threads=None, prefetch=None, memory_limit=limit)
+        layout = plan_layout(
+            row_bytes=row_bytes,
+            fragment_rows=float(rows[largest]),
+            batch_rows=1024,
+            shuffled=True,
+            window=None,
+            read_threads=None,
+            prefetch=None,
+            memory_limit=limit,
+        )
         report.details["layout_at_memory_limit"] = {"memory_limit": limit, **layout.to_dict()}
     except MemoryError:
         file, index, _ = groups[largest]

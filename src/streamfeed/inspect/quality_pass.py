@@ -120,8 +120,14 @@ class LabelSummary:
     def result(self, column: str | None) -> dict | None:
         """The report's ``label`` entry: moments, class counts, or too many classes; None without values."""
         if self.moments.count:
-            return {"column": column, "kind": "continuous", "mean": float(self.moments.mean),
-                    "std": float(np.sqrt(self.moments.variance)), "min": self.low, "max": self.high}
+            return {
+                "column": column,
+                "kind": "continuous",
+                "mean": float(self.moments.mean),
+                "std": float(np.sqrt(self.moments.variance)),
+                "min": self.low,
+                "max": self.high,
+            }
         if self.counts is None:
             return {"column": column, "kind": "discrete", "classes": f"more than {MAX_LABEL_CLASSES:,}"}
         if not self.counts:

@@ -54,10 +54,16 @@ def render(report: InspectReport, console: Any = None) -> None:
             columns.add_column(name, justify="right" if name == "nulls" else "left", overflow="fold")
         for column in report.columns:
             nulls = "?" if column.nulls is None else f"{column.nulls:,}" + ("" if column.nulls_exact else " (sample)")
-            columns.add_row(column.name, column.type, "" if not column.shape else str(column.shape), nulls, _short(column.samples))
+            columns.add_row(
+                column.name, column.type, "" if not column.shape else str(column.shape), nulls, _short(column.samples)
+            )
         console.print(columns)
     for warning in report.warnings:
-        console.print(f"[bold yellow]warning[/] {escape(f'[{warning.code}]')} {escape(warning.message)}", markup=True, highlight=False)
+        console.print(
+            f"[bold yellow]warning[/] {escape(f'[{warning.code}]')} {escape(warning.message)}",
+            markup=True,
+            highlight=False,
+        )
     if not report.warnings:
         console.print("no warnings")
     if report.quality:
@@ -76,18 +82,33 @@ def render_quality(quality: dict, console: Any = None) -> None:
             table.add_column(name, justify="left" if name == "column" else "right")
         for name, column in quality["columns"].items():
             rho = quality.get("row_order", {}).get(name)
-            table.add_row(name, f"{column['null_rate']:.2%}", f"{column['nan_rate']:.2%}", f"{column['inf_rate']:.2%}", "yes" if column["constant"] else "", "" if rho is None else f"{rho:+.2f}")
+            table.add_row(
+                name,
+                f"{column['null_rate']:.2%}",
+                f"{column['nan_rate']:.2%}",
+                f"{column['inf_rate']:.2%}",
+                "yes" if column["constant"] else "",
+                "" if rho is None else f"{rho:+.2f}",
+            )
         console.print(table)
     duplicates = quality.get("duplicates")
     if duplicates:
-        spread = f" (95 %: {duplicates['range_95'][0]:,}–{duplicates['range_95'][1]:,})" if "range_95" in duplicates else ""
+        spread = (
+            f" (95 %: {duplicates['range_95'][0]:,}–{duplicates['range_95'][1]:,})" if "range_95" in duplicates else ""
+        )
         console.print(f"duplicates: {duplicates['estimated']:,}{spread}; {duplicates['method']}", highlight=False)
     if quality.get("label"):
         label = quality["label"]
         if label.get("kind") == "continuous":
-            console.print(f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, range {label['min']:.4g} to {label['max']:.4g}", highlight=False)
+            console.print(
+                f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, range {label['min']:.4g} to {label['max']:.4g}",
+                highlight=False,
+            )
         elif "counts" in label:
-            console.print(f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}", highlight=False)
+            console.print(
+                f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}",
+                highlight=False,
+            )
         else:
             console.print(f"label {label['column']!r}: {label['classes']} classes", highlight=False)
     images = quality.get("images")

@@ -61,7 +61,9 @@ class InspectReport:
     warnings: list[InspectWarning] = field(default_factory=list)
     quality: dict | None = None
 
-    def warn(self, code: str, problem: str, *, where: str | None = None, found: str | None = None, fix: str | None = None) -> None:
+    def warn(
+        self, code: str, problem: str, *, where: str | None = None, found: str | None = None, fix: str | None = None
+    ) -> None:
         self.warnings.append(InspectWarning(code, describe(problem, where=where, found=found, fix=fix)))
 
     @property
@@ -95,7 +97,11 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(item) for item in value]
     if isinstance(value, (bytes, bytearray)):
         text = bytes(value[:32])
-        return text.hex() if any(b < 32 or b > 126 for b in text) else text.decode("ascii") + ("…" if len(value) > 32 else "")
+        return (
+            text.hex()
+            if any(b < 32 or b > 126 for b in text)
+            else text.decode("ascii") + ("…" if len(value) > 32 else "")
+        )
     if isinstance(value, np.generic):
         return _jsonable(value.item())
     if isinstance(value, np.ndarray):

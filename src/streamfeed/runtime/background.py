@@ -36,7 +36,11 @@ class BackgroundIterator(Generic[T]):
     """
 
     def __init__(
-        self, produce: Callable[[threading.Event], Iterator[T]], depth: int, name: str, metrics: "StageMetrics | None" = None
+        self,
+        produce: Callable[[threading.Event], Iterator[T]],
+        depth: int,
+        name: str,
+        metrics: "StageMetrics | None" = None,
     ) -> None:
         self._metrics = metrics
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))

@@ -167,7 +167,6 @@ def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Ite
         yield item
 
 
-
 def _apply(spec: EpochSpec, batch: Chunk) -> Chunk:
     for op in spec.batch_ops:
         batch = op(batch)

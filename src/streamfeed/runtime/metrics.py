@@ -47,7 +47,13 @@ class _Counter:
         self.calls = self.rows = self.bytes = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seconds": self.seconds, "cpu_seconds": self.cpu_seconds, "calls": self.calls, "rows": self.rows, "bytes": self.bytes}
+        return {
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "calls": self.calls,
+            "rows": self.rows,
+            "bytes": self.bytes,
+        }
 
 
 class _Gauge:
@@ -85,7 +91,16 @@ class StageMetrics:
                 self._started, self._cpu_started = time.perf_counter(), time.process_time()
             self.layout, self.memory_limit = dict(layout), int(memory_limit)
 
-    def add(self, stage: str, seconds: float, *, rows: int = 0, nbytes: int = 0, cpu_seconds: float = 0.0, op: str | None = None) -> None:
+    def add(
+        self,
+        stage: str,
+        seconds: float,
+        *,
+        rows: int = 0,
+        nbytes: int = 0,
+        cpu_seconds: float = 0.0,
+        op: str | None = None,
+    ) -> None:
         with self._lock:
             targets = [self._stages[stage]]
             if op is not None:

@@ -86,7 +86,9 @@ class UnitBuffer:
         return out
 
 
-def permuted_pieces(buffer: UnitBuffer, order: np.ndarray, offset: int, sizes: Iterator[int]) -> Iterator[tuple[Chunk, int]]:
+def permuted_pieces(
+    buffer: UnitBuffer, order: np.ndarray, offset: int, sizes: Iterator[int]
+) -> Iterator[tuple[Chunk, int]]:
     """Gathers rows ``order[offset:]`` in pieces of the requested sizes.
 
     Yields ``(piece, start)``, where ``start`` is the piece's first row's

@@ -13,10 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Union
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-import numpy as np
 
 from ..core import Chunk, NullPolicy
 from ..errors import ArgumentError, DataError, SchemaError, describe
@@ -203,7 +202,10 @@ def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk
             table, where = table.filter(keep), _after_drop(where, keep)
     elif policy.nulls != "mask":
         table = apply_null_policy(table, policy, where)
-    chunk = {name: _with_row_shape(column_to_numpy(table[name], name, policy, where), table.schema.field(name)) for name in table.column_names}
+    chunk = {
+        name: _with_row_shape(column_to_numpy(table[name], name, policy, where), table.schema.field(name))
+        for name in table.column_names
+    }
     if policy.nulls == "mask":
         chunk = {name: _mask_nulls(values, table[name]) for name, values in chunk.items()}
     return chunk

@@ -14,11 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-
-import numpy as np
 
 from ..core import Chunk
 from ..errors import CorruptFileError, DataError, SkippedUnit, describe
@@ -92,7 +91,15 @@ class CsvFragment:
         stream.read(self.start)  # the header (and a BOM): a few bytes
         return stream
 
-    def _parse(self, source: Any, invalid: list, *, skip: bool, types: Mapping[str, pa.DataType] | None = None, strings_can_be_null: bool | None = None) -> pa.Table:
+    def _parse(
+        self,
+        source: Any,
+        invalid: list,
+        *,
+        skip: bool,
+        types: Mapping[str, pa.DataType] | None = None,
+        strings_can_be_null: bool | None = None,
+    ) -> pa.Table:
         def handler(row: Any) -> str:
             invalid.append((row.number, row.expected_columns, row.actual_columns, row.text))
             return "skip" if skip else "error"
@@ -143,12 +150,18 @@ class CsvFragment:
                 SkippedUnit(self.path, f"line {line}", f"expected {expected} fields, found {actual}: {text[:200]!r}", 1)
             )
         bad_records = sorted(number - 1 for number, *_ in invalid if number is not None)
-        return table_to_chunk(table, options.policy, _CsvWhere(self.path, first_row=self.first_row, line_of=self._line_of_table_row(bad_records)))
+        return table_to_chunk(
+            table,
+            options.policy,
+            _CsvWhere(self.path, first_row=self.first_row, line_of=self._line_of_table_row(bad_records)),
+        )
 
     # ------------------------------------------------------------ explaining
     def _record_lines(self) -> np.ndarray:
         options = self._options
-        return record_lines(self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line)
+        return record_lines(
+            self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line
+        )
 
     @staticmethod
     def _line(lines: np.ndarray | None, number: int | None) -> int | str:
@@ -210,7 +223,13 @@ class CsvFragment:
         """Finds the first value that does not convert: re-read as text, bisect the casts."""
         options = self._options
         invalid: list = []
-        text = self._parse(pa.BufferReader(self._bytes()), invalid, skip=True, types={name: pa.string() for name in self._names}, strings_can_be_null=True)
+        text = self._parse(
+            pa.BufferReader(self._bytes()),
+            invalid,
+            skip=True,
+            types={name: pa.string() for name in self._names},
+            strings_can_be_null=True,
+        )
         found = None
         for name, kind in options.types.items():
             if name not in text.column_names or pa.types.is_string(kind):
@@ -225,7 +244,9 @@ class CsvFragment:
             if found is None or low < found[0]:
                 found = (low, name, kind, column[low].as_py())
         if found is None:
-            return CorruptFileError(describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc)))
+            return CorruptFileError(
+                describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc))
+            )
         index, name, kind, value = found
         bad = sorted(number - 1 for number, *_ in invalid if number is not None)
         return DataError(

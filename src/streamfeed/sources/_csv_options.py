@@ -18,11 +18,10 @@ import io
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
-
-import numpy as np
 
 from ..errors import ArgumentError, BadInputReport, DataError, SchemaError, describe
 from ._arrow import ColumnPolicy
@@ -59,7 +58,9 @@ class _Options:
     def quote_byte(self) -> int | None:
         return None if self.quote_char is None else ord(self.quote_char)
 
-    def parse_options(self, handler: Callable[[Any], str] | None, newlines_in_values: bool = True) -> pacsv.ParseOptions:
+    def parse_options(
+        self, handler: Callable[[Any], str] | None, newlines_in_values: bool = True
+    ) -> pacsv.ParseOptions:
         return pacsv.ParseOptions(
             delimiter=self.delimiter,
             quote_char=self.quote_char if self.quote_char is not None else False,
@@ -68,9 +69,13 @@ class _Options:
         )
 
     def read_options(self, names: Sequence[str]) -> pacsv.ReadOptions:
-        return pacsv.ReadOptions(column_names=list(names), use_threads=False, encoding=self.encoding, block_size=4 << 20)
+        return pacsv.ReadOptions(
+            column_names=list(names), use_threads=False, encoding=self.encoding, block_size=4 << 20
+        )
 
-    def convert_options(self, types: Mapping[str, pa.DataType] | None = None, *, strings_can_be_null: bool | None = None) -> pacsv.ConvertOptions:
+    def convert_options(
+        self, types: Mapping[str, pa.DataType] | None = None, *, strings_can_be_null: bool | None = None
+    ) -> pacsv.ConvertOptions:
         return pacsv.ConvertOptions(
             column_types=dict(self.types if types is None else types),
             null_values=list(self.null_values),
@@ -101,12 +106,15 @@ def _arrow_type(spec: TypeSpec, column: str) -> pa.DataType:
         ) from exc
 
 
-
 def _check_encoding(encoding: str) -> None:
     try:
         codecs.lookup(encoding)
     except LookupError as exc:
-        raise ArgumentError(describe("Unknown encoding", expected="a Python codec name such as 'utf-8' or 'latin-1'", found=repr(encoding))) from exc
+        raise ArgumentError(
+            describe(
+                "Unknown encoding", expected="a Python codec name such as 'utf-8' or 'latin-1'", found=repr(encoding)
+            )
+        ) from exc
     if '\n\r",;|\t'.encode(encoding, errors="replace").removeprefix(_BOM) != b'\n\r",;|\t':
         raise ArgumentError(
             describe(
@@ -176,7 +184,7 @@ def _decode(data: bytes, encoding: str, path: str, first_line: int) -> str:
             describe(
                 f"A CSV file is not valid {encoding}",
                 where=f"{path}, line {line}",
-                found=f"bytes {data[exc.start:exc.end]!r}",
+                found=f"bytes {data[exc.start : exc.end]!r}",
                 fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
             )
         ) from exc
@@ -201,8 +209,20 @@ def _check_one_column(record: list[str], text: str, path: str, delimiter: str) -
 
 
 def _sample_types(
-    head: bytes, probe: Scanner, whole: bool, data_start: int, names: list[str], path: str, first_line: int, user_types: Mapping[str, pa.DataType],
-    *, encoding: str, delimiter: str, quote_char: str | None, null_values: tuple[str, ...], strings_can_be_null: bool,
+    head: bytes,
+    probe: Scanner,
+    whole: bool,
+    data_start: int,
+    names: list[str],
+    path: str,
+    first_line: int,
+    user_types: Mapping[str, pa.DataType],
+    *,
+    encoding: str,
+    delimiter: str,
+    quote_char: str | None,
+    null_values: tuple[str, ...],
+    strings_can_be_null: bool,
 ) -> pa.Schema | None:
     """Column types that pyarrow infers from the records in the file's first MiB."""
     end = len(head) if whole else probe.last_term + 1
@@ -220,7 +240,9 @@ def _sample_types(
                 newlines_in_values=True,
                 invalid_row_handler=lambda row: "skip",
             ),
-            convert_options=pacsv.ConvertOptions(null_values=list(null_values), strings_can_be_null=strings_can_be_null),
+            convert_options=pacsv.ConvertOptions(
+                null_values=list(null_values), strings_can_be_null=strings_can_be_null
+            ),
         )
     except UnicodeError:
         _decode(sample, encoding, path, first_line)
@@ -235,7 +257,9 @@ def _sample_types(
     return table.schema
 
 
-def _unify_types(good: Sequence[_FileInfo], columns: Sequence[str], user: Mapping[str, pa.DataType]) -> dict[str, pa.DataType]:
+def _unify_types(
+    good: Sequence[_FileInfo], columns: Sequence[str], user: Mapping[str, pa.DataType]
+) -> dict[str, pa.DataType]:
     """One type per column: the user's, else the widest sampled (int + float -> float64; else text)."""
     types: dict[str, pa.DataType] = {}
     for name in columns:

@@ -129,7 +129,9 @@ class Scanner:
         if self.split_bytes is not None and self._split_start is not None:
             rows = self.rows - self._split_rows_before
             if rows:
-                self.splits.append(Split(self._split_start, self.offset, rows, self._split_line, self._split_rows_before))
+                self.splits.append(
+                    Split(self._split_start, self.offset, rows, self._split_line, self._split_rows_before)
+                )
 
     # ------------------------------------------------------------------ helpers
     def _check_openings(self, buf: np.ndarray, quotes: np.ndarray, newlines: np.ndarray, base: int) -> None:
@@ -144,7 +146,9 @@ class Scanner:
             line = 1 + self.lines_before + int(np.searchsorted(newlines, position))
             raise UnbalancedQuote("a quote character in the middle of an unquoted field", line)
 
-    def _take_records(self, ends: np.ndarray, starts: np.ndarray, newlines: np.ndarray, base: int, final: bool = False) -> None:
+    def _take_records(
+        self, ends: np.ndarray, starts: np.ndarray, newlines: np.ndarray, base: int, final: bool = False
+    ) -> None:
         if ends.size == 0:
             return
         lines = 1 + self.lines_before + np.searchsorted(newlines, starts)
@@ -172,7 +176,13 @@ class Scanner:
                 end = int(absolute_ends[index]) + 1
                 rows_before = self.rows + index + 1
                 self.splits.append(
-                    Split(self._split_start, end, rows_before - self._split_rows_before, self._split_line, self._split_rows_before)
+                    Split(
+                        self._split_start,
+                        end,
+                        rows_before - self._split_rows_before,
+                        self._split_line,
+                        self._split_rows_before,
+                    )
                 )
                 self._split_start, self._split_rows_before = end, rows_before
                 self._split_line = 1 + self.lines_before + int(np.searchsorted(newlines, end - base))

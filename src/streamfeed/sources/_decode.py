@@ -130,7 +130,9 @@ def open_header(data: bytes | Any):
             warnings.simplefilter("ignore")  # DecompressionBomb / EXIF warnings: header only
             return Image.open(data, formats=FORMATS)
     except Image.UnidentifiedImageError as exc:
-        raise ImageDecodeError(f"not an image in a supported format ({', '.join(FORMATS)}); the content was not recognised") from exc
+        raise ImageDecodeError(
+            f"not an image in a supported format ({', '.join(FORMATS)}); the content was not recognised"
+        ) from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
 
@@ -180,7 +182,9 @@ def decode(data: bytes, spec: DecodeSpec, decoder: str = "pillow") -> np.ndarray
     except ImageDecodeError:
         raise
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
-        raise ImageDecodeError(f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): {type(exc).__name__}: {exc}") from exc
+        raise ImageDecodeError(
+            f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): {type(exc).__name__}: {exc}"
+        ) from exc
     finally:
         image.close()
 

@@ -112,7 +112,9 @@ class Inflater:
                 if not self._tail:
                     if self._decompressor.eof or not self._started:
                         return b""
-                    raise InflateError(f"the compressed stream is truncated: it ends at decompressed byte {self.out_offset}, before its end marker")
+                    raise InflateError(
+                        f"the compressed stream is truncated: it ends at decompressed byte {self.out_offset}, before its end marker"
+                    )
             if self._decompressor.eof:
                 if self._wbits != GZIP:
                     return b""  # one raw deflate stream: what follows is not ours
@@ -120,7 +122,9 @@ class Inflater:
             try:
                 out = self._decompressor.decompress(self._tail, size)
             except zlib.error as exc:
-                raise InflateError(f"the compressed data is corrupt after decompressed byte {self.out_offset} ({exc})") from exc
+                raise InflateError(
+                    f"the compressed data is corrupt after decompressed byte {self.out_offset} ({exc})"
+                ) from exc
             rest = self._decompressor.unused_data if self._decompressor.eof else self._decompressor.unconsumed_tail
             self.in_offset += len(self._tail) - len(rest)
             self._started = True

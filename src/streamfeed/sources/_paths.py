@@ -50,7 +50,13 @@ def _filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs
         try:
             fs, stripped = fsspec.core.url_to_fs(path)
         except ImportError as exc:
-            raise MissingDependencyError(describe(f"No filesystem is installed for {path!r}", found=str(exc), fix="install the fsspec implementation it names")) from exc
+            raise MissingDependencyError(
+                describe(
+                    f"No filesystem is installed for {path!r}",
+                    found=str(exc),
+                    fix="install the fsspec implementation it names",
+                )
+            ) from exc
         return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), stripped
     return pafs.LocalFileSystem(), os.path.abspath(path)
 
@@ -69,7 +75,11 @@ def resolve_files(
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
-        raise NotFoundError(describe("No paths were given", expected="a file, directory, glob, URI or a list of them", found="an empty list"))
+        raise NotFoundError(
+            describe(
+                "No paths were given", expected="a file, directory, glob, URI or a list of them", found="an empty list"
+            )
+        )
     found: list[str] = []
     fs: pafs.FileSystem | None = filesystem
     roots: list[str] = []
@@ -80,7 +90,11 @@ def resolve_files(
             matches = _glob(item_fs, path)
             if not matches:
                 raise NotFoundError(
-                    describe("No file matches the pattern", where=path, fix="check the pattern: a glob that matches nothing would read no data")
+                    describe(
+                        "No file matches the pattern",
+                        where=path,
+                        fix="check the pattern: a glob that matches nothing would read no data",
+                    )
                 )
             roots.append(path.split("*")[0].rsplit("/", 1)[0])
         else:

@@ -55,7 +55,10 @@ def widen(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
             if _bits(candidate) >= _bits(floating) and _FLOAT_EXACT_INT_BITS[candidate] >= int_bits:
                 return candidate
         return None
-    pairs = {frozenset({pa.string(), pa.large_string()}): pa.large_string(), frozenset({pa.binary(), pa.large_binary()}): pa.large_binary()}
+    pairs = {
+        frozenset({pa.string(), pa.large_string()}): pa.large_string(),
+        frozenset({pa.binary(), pa.large_binary()}): pa.large_binary(),
+    }
     return pairs.get(frozenset({a, b}))
 
 

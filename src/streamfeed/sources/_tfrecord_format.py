@@ -139,7 +139,9 @@ def read_header(block: bytes | memoryview, at: int) -> tuple[int, bool]:
 
 def _masked(crcs: list[int]) -> np.ndarray:
     crc = np.array(crcs, dtype=np.uint64)
-    return ((((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(0xFFFFFFFF)) + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)
+    return (
+        (((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(0xFFFFFFFF)) + np.uint64(_MASK_DELTA)
+    ) & np.uint64(0xFFFFFFFF)
 
 
 def _stored_crcs(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -219,11 +221,19 @@ def parse_feature_specs(features: dict) -> list[FeatureSpec]:
             kind, shape = value
             shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
         except (TypeError, ValueError) as exc:
-            raise ArgumentError(describe(f"Invalid features[{name!r}]", expected="(kind, shape) such as ('float', (4,))", found=f"{value!r}")) from exc
+            raise ArgumentError(
+                describe(
+                    f"Invalid features[{name!r}]", expected="(kind, shape) such as ('float', (4,))", found=f"{value!r}"
+                )
+            ) from exc
         if kind not in KIND_FIELD:
-            raise ArgumentError(describe(f"Invalid features[{name!r}]: kind", expected="'float', 'int64' or 'bytes'", found=f"{kind!r}"))
+            raise ArgumentError(
+                describe(f"Invalid features[{name!r}]: kind", expected="'float', 'int64' or 'bytes'", found=f"{kind!r}")
+            )
         if any(n < 0 for n in shape):
-            raise ArgumentError(describe(f"Invalid features[{name!r}]: shape", expected="fixed and non-negative", found=f"{shape}"))
+            raise ArgumentError(
+                describe(f"Invalid features[{name!r}]: shape", expected="fixed and non-negative", found=f"{shape}")
+            )
         specs.append(FeatureSpec(str(name), kind, shape))
     return specs
 
@@ -257,7 +267,9 @@ class _Walk:
         self.end = np.zeros((len(specs), n), dtype=np.int64)
 
 
-def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, specs: Sequence[FeatureSpec]) -> tuple[_Walk, np.ndarray]:
+def _walk(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, specs: Sequence[FeatureSpec]
+) -> tuple[_Walk, np.ndarray]:
     """Locates each wanted feature's list in every record, all records at once.
 
     Returns the locations and a mask of records in a non-canonical encoding
@@ -290,7 +302,9 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, specs: Sequence
         list_tag = buf[np.minimum(c, limit)].astype(np.int64)
         list_len, list_at, v4 = _varints(buf, np.minimum(c + 1, limit))
         list_kind = list_tag >> 3
-        ok &= ~has_list | (v4 & ((list_tag & 7) == 2) & (list_kind >= 1) & (list_kind <= 3) & (list_at + list_len == entry_end))
+        ok &= ~has_list | (
+            v4 & ((list_tag & 7) == 2) & (list_kind >= 1) & (list_kind <= 3) & (list_at + list_len == entry_end)
+        )
         if widest:
             key_bytes = buf[np.minimum(key_at[:, None] + np.arange(widest), len(buf) - 1)]
         for number, key in enumerate(keys):
@@ -354,15 +368,26 @@ def decode_examples(
             errors.setdefault(row, f"feature {spec.name!r} is missing")
         wrong = (kind != KIND_FIELD[spec.kind]) & (kind != _EMPTY) & ~bad
         for row in np.flatnonzero(wrong).tolist():
-            errors.setdefault(row, f"feature {spec.name!r} is a {_LIST_NAMES[FIELD_KIND[int(kind[row])]]}, the spec says {spec.kind!r}")
+            errors.setdefault(
+                row,
+                f"feature {spec.name!r} is a {_LIST_NAMES[FIELD_KIND[int(kind[row])]]}, the spec says {spec.kind!r}",
+            )
         usable = ~bad & ~wrong
-        columns[spec.name] = _decode_column(buf, raw, spec, np.where(usable, begin, 0), np.where(usable, end, 0), usable, errors)
+        columns[spec.name] = _decode_column(
+            buf, raw, spec, np.where(usable, begin, 0), np.where(usable, end, 0), usable, errors
+        )
     return columns, errors
 
 
 def _redo_odd(
-    buf: np.ndarray, raw: bytes, starts: np.ndarray, ends: np.ndarray, odd: np.ndarray,
-    specs: Sequence[FeatureSpec], found: _Walk, errors: dict[int, str],
+    buf: np.ndarray,
+    raw: bytes,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    odd: np.ndarray,
+    specs: Sequence[FeatureSpec],
+    found: _Walk,
+    errors: dict[int, str],
 ) -> tuple[np.ndarray, bytes]:
     """Parses non-canonical records in Python, then walks their canonical form.
 
@@ -395,7 +420,13 @@ def _redo_odd(
 
 
 def _decode_column(
-    buf: np.ndarray, raw: bytes, spec: FeatureSpec, begin: np.ndarray, end: np.ndarray, usable: np.ndarray, errors: dict[int, str]
+    buf: np.ndarray,
+    raw: bytes,
+    spec: FeatureSpec,
+    begin: np.ndarray,
+    end: np.ndarray,
+    usable: np.ndarray,
+    errors: dict[int, str],
 ) -> np.ndarray:
     n, size = len(begin), spec.size
     name = spec.name
@@ -422,7 +453,9 @@ def _decode_column(
             ok = good
             rows = np.flatnonzero(ok)
             pieces = [raw[s:e] for s, e in zip(at[rows].tolist(), (at + length)[rows].tolist())]
-            out[rows, column] = np.fromiter(pieces, dtype=object, count=len(pieces))  # never via a bytes ('S') array: it strips trailing NULs
+            out[rows, column] = np.fromiter(
+                pieces, dtype=object, count=len(pieces)
+            )  # never via a bytes ('S') array: it strips trailing NULs
             cursor = np.where(ok, at + length, cursor)
         extra = ok & (cursor < end)
         for row in np.flatnonzero(extra).tolist():
@@ -555,7 +588,9 @@ def _parse_feature(data: bytes, bounds: tuple[int, int]) -> tuple[str | None, li
             elif kind == "float" and item_wire == 5:
                 values.append(struct.unpack("<f", item)[0])
             elif kind == "float" and item_wire == 2:
-                values.extend(struct.unpack(f"<{(item[1] - item[0]) // 4}f", data[item[0] : item[1] - (item[1] - item[0]) % 4]))
+                values.extend(
+                    struct.unpack(f"<{(item[1] - item[0]) // 4}f", data[item[0] : item[1] - (item[1] - item[0]) % 4])
+                )
                 if (item[1] - item[0]) % 4:
                     raise _Malformed("a packed float list's length is not a multiple of 4")
             elif kind == "int64" and item_wire == 0:

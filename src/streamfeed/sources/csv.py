@@ -164,11 +164,22 @@ class CsvSource:
         unknown = [name for name in columns if name not in names]
         if unknown:
             raise SchemaError(
-                describe(f"Columns {unknown} are not in the data", where=self.root, expected=f"names among {names}", fix="check the spelling in columns=[...]")
+                describe(
+                    f"Columns {unknown} are not in the data",
+                    where=self.root,
+                    expected=f"names among {names}",
+                    fix="check the spelling in columns=[...]",
+                )
             )
         unknown = [name for name in user_types if name not in names]
         if unknown:
-            raise SchemaError(describe(f"column_types names columns {unknown} that are not in the data", where=self.root, expected=f"names among {names}"))
+            raise SchemaError(
+                describe(
+                    f"column_types names columns {unknown} that are not in the data",
+                    where=self.root,
+                    expected=f"names among {names}",
+                )
+            )
         self._columns = tuple(columns)
         types = _unify_types(good, self._columns, user_types)
         self.schema = pa.schema([(name, types[name]) for name in self._columns])
@@ -263,27 +274,54 @@ class CsvSource:
         except UnbalancedQuote as exc:
             raise _quote_error(path, exc) from exc
         if probe.header_end is None:
-            raise SchemaError(describe("The first record of a CSV file is longer than 1 MiB", where=path, fix="check the delimiter and quote_char"))
+            raise SchemaError(
+                describe(
+                    "The first record of a CSV file is longer than 1 MiB",
+                    where=path,
+                    fix="check the delimiter and quote_char",
+                )
+            )
         header_text = _decode(head[bom : probe.header_end], self._encoding, path, 1)
-        first_record = next(pycsv.reader(io.StringIO(header_text), **_csv_dialect(self.delimiter, self._quote_char)), [])
+        first_record = next(
+            pycsv.reader(io.StringIO(header_text), **_csv_dialect(self.delimiter, self._quote_char)), []
+        )
         _check_one_column(first_record, header_text, path, self.delimiter)
         if self._header:
             names = [name.strip() if isinstance(name, str) else name for name in first_record]
             if self._column_names is not None:
                 if len(self._column_names) != len(names):
                     raise SchemaError(
-                        describe("column_names does not match the header", where=f"{path}, line 1", expected=f"{len(names)} names", found=f"{len(self._column_names)}")
+                        describe(
+                            "column_names does not match the header",
+                            where=f"{path}, line 1",
+                            expected=f"{len(names)} names",
+                            found=f"{len(self._column_names)}",
+                        )
                     )
                 names = list(self._column_names)
             data_start, first_line = probe.header_end, 1 + head[: probe.header_end].count(b"\n")
         else:
-            names = list(self._column_names) if self._column_names is not None else [f"f{i}" for i in range(len(first_record))]
+            names = (
+                list(self._column_names)
+                if self._column_names is not None
+                else [f"f{i}" for i in range(len(first_record))]
+            )
             data_start, first_line = 0, 1
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise SchemaError(describe(f"A CSV header names columns {duplicates} twice", where=f"{path}, line 1", fix="rename them, or pass column_names=[...]"))
+            raise SchemaError(
+                describe(
+                    f"A CSV header names columns {duplicates} twice",
+                    where=f"{path}, line 1",
+                    fix="rename them, or pass column_names=[...]",
+                )
+            )
 
-        split_bytes = None if _whole(codec) or (codec is None and (info.size or 0) <= self._fragment_bytes) else self._fragment_bytes
+        split_bytes = (
+            None
+            if _whole(codec) or (codec is None and (info.size or 0) <= self._fragment_bytes)
+            else self._fragment_bytes
+        )
         key = {
             "v": _CACHE_VERSION, "path": path, "size": info.size, "mtime_ns": info.mtime_ns, "codec": codec,
             "quote": quote, "delimiter": delimiter, "header": self._header, "split": split_bytes,
@@ -292,7 +330,9 @@ class CsvSource:
         checkpoints: list[_inflate.Checkpoints] = []  # gzip: kept by a scan that runs
 
         def scan() -> dict:
-            scanner = Scanner(quote=quote, delimiter=delimiter, header=self._header, split_bytes=split_bytes, data_start=bom)
+            scanner = Scanner(
+                quote=quote, delimiter=delimiter, header=self._header, split_bytes=split_bytes, data_start=bom
+            )
             try:
                 if codec == "gzip":
                     checkpoints.append(self._scan_gzip(path, scanner))
@@ -302,14 +342,22 @@ class CsvSource:
             except UnbalancedQuote as exc:
                 raise _quote_error(path, exc) from exc
             except (OSError, pa.ArrowInvalid, _inflate.InflateError) as exc:
-                raise _corrupt(path, f"after line {scanner.lines_before + 1} (byte {scanner.offset} of the data)", exc) from exc
+                raise _corrupt(
+                    path, f"after line {scanner.lines_before + 1} (byte {scanner.offset} of the data)", exc
+                ) from exc
             if split_bytes is None:
                 splits = [Split(data_start, scanner.offset, scanner.rows, first_line, 0)]
             else:
                 splits = scanner.splits
-            return {"rows": scanner.rows, "quoted_newlines": scanner.quoted_newlines, "splits": [s.to_list() for s in splits]}
+            return {
+                "rows": scanner.rows,
+                "quoted_newlines": scanner.quoted_newlines,
+                "splits": [s.to_list() for s in splits],
+            }
 
-        use_cache = self._count_cache and isinstance(self.filesystem, pafs.LocalFileSystem) and info.mtime_ns is not None
+        use_cache = (
+            self._count_cache and isinstance(self.filesystem, pafs.LocalFileSystem) and info.mtime_ns is not None
+        )
         result = _cached_scan(key, scan) if use_cache else scan()
         splits = [Split(*item) for item in result["splits"]]
         if codec == "gzip" and not checkpoints:  # counts came from the cache: one pass for the checkpoints
@@ -321,12 +369,30 @@ class CsvSource:
                 path, codec, splits[-1].end / 2**20, self._fragment_bytes / 2**20,
             )  # fmt: skip
         sample = _sample_types(
-            head, probe, whole, data_start, names, path, first_line, user_types,
-            encoding=self._encoding, delimiter=self.delimiter, quote_char=self._quote_char,
-            null_values=self._null_values, strings_can_be_null=self._strings_can_be_null,
+            head,
+            probe,
+            whole,
+            data_start,
+            names,
+            path,
+            first_line,
+            user_types,
+            encoding=self._encoding,
+            delimiter=self.delimiter,
+            quote_char=self._quote_char,
+            null_values=self._null_values,
+            strings_can_be_null=self._strings_can_be_null,
         )
         return _FileInfo(
-            path, codec, names, splits, result["rows"], result["quoted_newlines"], sample, info.size, checkpoints[0] if checkpoints else None
+            path,
+            codec,
+            names,
+            splits,
+            result["rows"],
+            result["quoted_newlines"],
+            sample,
+            info.size,
+            checkpoints[0] if checkpoints else None,
         )
 
     def _scan_gzip(self, path: str, scanner: Scanner) -> _inflate.Checkpoints:

@@ -9,21 +9,36 @@ from __future__ import annotations
 
 import collections
 import os
-from pathlib import Path
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
 from ..core import Source
 from ..errors import ArgumentError, BadInputReport, describe
 
 SUFFIXES = {
-    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
-    ".csv": "csv", ".tsv": "csv", ".txt": "csv",
-    ".h5": "hdf5", ".hdf5": "hdf5", ".hdf": "hdf5",
-    ".npy": "numpy", ".npz": "numpy",
-    ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfrec": "tfrecord",
-    ".jpg": "images", ".jpeg": "images", ".png": "images", ".webp": "images",
-    ".tif": "images", ".tiff": "images", ".bmp": "images", ".gif": "images",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".parq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "csv",
+    ".h5": "hdf5",
+    ".hdf5": "hdf5",
+    ".hdf": "hdf5",
+    ".npy": "numpy",
+    ".npz": "numpy",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfrec": "tfrecord",
+    ".jpg": "images",
+    ".jpeg": "images",
+    ".png": "images",
+    ".webp": "images",
+    ".tif": "images",
+    ".tiff": "images",
+    ".bmp": "images",
+    ".gif": "images",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".zstd")
 
@@ -43,13 +58,22 @@ def detect_format(path: str | os.PathLike) -> str:
         found = _suffix_format(path.name)
         if found:
             return found
-        raise ArgumentError(describe("Cannot tell the format of a file", where=str(path), expected=f"one of the suffixes {sorted(SUFFIXES)}", fix="pass --format"))
+        raise ArgumentError(
+            describe(
+                "Cannot tell the format of a file",
+                where=str(path),
+                expected=f"one of the suffixes {sorted(SUFFIXES)}",
+                fix="pass --format",
+            )
+        )
     counts = collections.Counter(
         _suffix_format(file.name) for file in path.rglob("*") if file.is_file() and not file.name.startswith((".", "_"))
     )
     counts.pop(None, None)
     if not counts:
-        raise ArgumentError(describe("No files of a known format in the directory", where=str(path), fix="pass --format"))
+        raise ArgumentError(
+            describe("No files of a known format in the directory", where=str(path), fix="pass --format")
+        )
     return str(counts.most_common(1)[0][0])
 
 
@@ -63,7 +87,9 @@ _SOURCE_CLASSES = {
 }
 
 
-def open_source(path: Any, format: str | None = None, *, report: BadInputReport | None = None, **options: Any) -> Source:
+def open_source(
+    path: Any, format: str | None = None, *, report: BadInputReport | None = None, **options: Any
+) -> Source:
     """Opens ``path`` as its format's :class:`~streamfeed.core.Source` (the format detected if not given).
 
     ``options`` are the source class's own keyword arguments (for example

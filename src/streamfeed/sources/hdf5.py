@@ -111,9 +111,26 @@ def _pickled_names(raw: Any) -> list[str] | None:
     """
     if not isinstance(raw, (bytes, np.bytes_)):
         return None
-    allowed = {"PROTO", "FRAME", "MARK", "LIST", "EMPTY_LIST", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
-               "APPEND", "APPENDS", "STOP", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "STRING",
-               "BINSTRING", "SHORT_BINSTRING"}
+    allowed = {
+        "PROTO",
+        "FRAME",
+        "MARK",
+        "LIST",
+        "EMPTY_LIST",
+        "PUT",
+        "BINPUT",
+        "LONG_BINPUT",
+        "MEMOIZE",
+        "APPEND",
+        "APPENDS",
+        "STOP",
+        "UNICODE",
+        "BINUNICODE",
+        "SHORT_BINUNICODE",
+        "STRING",
+        "BINSTRING",
+        "SHORT_BINSTRING",
+    }
     names: list[str] = []
     try:
         for opcode, arg, _ in pickletools.genops(bytes(raw)):
@@ -337,7 +354,9 @@ class HDF5Source:
         if rows_per_fragment is not None and rows_per_fragment < 1:
             raise ArgumentError(describe("Invalid rows_per_fragment", expected=">= 1", found=f"{rows_per_fragment}"))
         if processes is not None and processes < 1:
-            raise ArgumentError(describe("Invalid processes", expected=">= 1 (or None for threads)", found=f"{processes}"))
+            raise ArgumentError(
+                describe("Invalid processes", expected=">= 1 (or None for threads)", found=f"{processes}")
+            )
         self.report = report or BadInputReport()
         resolved = resolve_files(paths, suffixes=_SUFFIXES)
         self._processes = _ProcessReader(processes) if processes else None
@@ -380,7 +399,10 @@ class HDF5Source:
     def _open_file(self, handle: Any, path: str) -> tuple[int, dict[str, int | None], tuple[_Column, ...]]:
         """Resolves the columns in one open file; returns its rows and chunk rows per dataset."""
         catalog = _catalog(handle)
-        listing = ", ".join(f"{key} {entry.dtype}{list((entry.rows, *entry.shape))}" for key, entry in catalog.items()) or "none"
+        listing = (
+            ", ".join(f"{key} {entry.dtype}{list((entry.rows, *entry.shape))}" for key, entry in catalog.items())
+            or "none"
+        )
         if self._requested is None:
             chosen = {entry.default_name: entry for entry in catalog.values() if entry.default}
             if len(chosen) < sum(entry.default for entry in catalog.values()):
@@ -393,7 +415,9 @@ class HDF5Source:
                     )
                 )
             if not chosen:
-                raise SchemaError(describe("The file holds no datasets with rows", where=path, found=f"datasets {listing}"))
+                raise SchemaError(
+                    describe("The file holds no datasets with rows", where=path, found=f"datasets {listing}")
+                )
         else:
             chosen = {}
             for name, where in self._requested.items():

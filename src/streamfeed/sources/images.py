@@ -80,7 +80,9 @@ class _Listing:
     classes: list[str | None] = field(default_factory=list)  # top-level folder per file
     sizes: list[int] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # every top-level class folder
-    ignored: dict[str, list[str]] = field(default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []})
+    ignored: dict[str, list[str]] = field(
+        default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []}
+    )
 
 
 def list_images(root: str, labels: Labels | None) -> _Listing:
@@ -134,7 +136,13 @@ def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[st
         given = label_map
     mapping = {str(name): int(index) for name, index in dict(given).items()}
     if len(set(mapping.values())) != len(mapping):
-        raise SchemaError(describe("The label map gives two classes the same label", found=str(mapping), fix="give every class its own integer"))
+        raise SchemaError(
+            describe(
+                "The label map gives two classes the same label",
+                found=str(mapping),
+                fix="give every class its own integer",
+            )
+        )
     return mapping
 
 
@@ -203,7 +211,15 @@ class ImageFragment:
 
 def _corrupt(path: str, exc: BaseException) -> CorruptFileError:
     reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
-    return CorruptFileError(describe("Could not decode an image", where=path, expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image", found=reason, fix=_FIX))
+    return CorruptFileError(
+        describe(
+            "Could not decode an image",
+            where=path,
+            expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image",
+            found=reason,
+            fix=_FIX,
+        )
+    )
 
 
 class ImageSource:
@@ -228,7 +244,14 @@ class ImageSource:
             raise ArgumentError(describe("Invalid fragment_size", expected=">= 1", found=f"{fragment_size}"))
         self.root = os.path.abspath(os.fspath(root))
         if not os.path.isdir(self.root):
-            raise NotFoundError(describe("No such directory", where=self.root, expected="a folder with one sub-folder per class", fix="check the path"))
+            raise NotFoundError(
+                describe(
+                    "No such directory",
+                    where=self.root,
+                    expected="a folder with one sub-folder per class",
+                    fix="check the path",
+                )
+            )
         self.spec = spec
         self.decode = decode
         self.decoder = resolve_decoder(spec.decoder)
@@ -253,7 +276,9 @@ class ImageSource:
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
         self.files = tuple(files)
         self._sizes = tuple(sizes)
-        label_array = np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
+        label_array = (
+            np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
+        )
         self.fragments = [
             ImageFragment(
                 key=f"{self.root}#files={start}-{min(start + fragment_size, len(files)) - 1}",
@@ -264,7 +289,7 @@ class ImageSource:
             )
             for start in range(0, len(files), fragment_size)
         ]
-        self.class_counts: dict[str, int] = {name: 0 for name in self.class_names} if labels == "inferred" else {}
+        self.class_counts: dict[str, int] = dict.fromkeys(self.class_names, 0) if labels == "inferred" else {}
         for name in classes:
             if name is not None:
                 self.class_counts[name] += 1
@@ -326,9 +351,13 @@ class ImageSource:
             self._fingerprint = {
                 "format": "images",
                 "files": len(self.files),
-                "digest": file_digest((os.path.relpath(path, self.root), size) for path, size in zip(self.files, self._sizes)),
+                "digest": file_digest(
+                    (os.path.relpath(path, self.root), size) for path, size in zip(self.files, self._sizes)
+                ),
                 "columns": self.column_names,
-                "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize] if self.decode else "encoded",
+                "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize]
+                if self.decode
+                else "encoded",
                 "label_map": self.label_map,
             }
         return self._fingerprint
@@ -346,15 +375,19 @@ def _probe(path: str) -> BaseException | None:
     return None
 
 
-def decode_spec(
-    size: tuple[int, int], channels: int, dtype: str, resize: str, decoder: str
-) -> DecodeSpec:
+def decode_spec(size: tuple[int, int], channels: int, dtype: str, resize: str, decoder: str) -> DecodeSpec:
     """Checks ``read_images``'s decoding options and bundles them."""
-    choices = {"dtype": (dtype, ("uint8", "float32")), "channels": (channels, (1, 3, 4)), "resize": (resize, ("stretch", "crop", "pad"))}
+    choices = {
+        "dtype": (dtype, ("uint8", "float32")),
+        "channels": (channels, (1, 3, 4)),
+        "resize": (resize, ("stretch", "crop", "pad")),
+    }
     for option, (value, allowed) in choices.items():
         if value not in allowed:
             raise ArgumentError(describe(f"Unknown {option}", expected=f"one of {list(allowed)}", found=repr(value)))
     height, width = (int(v) for v in size)
     if height < 1 or width < 1:
-        raise ArgumentError(describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size)))
+        raise ArgumentError(
+            describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size))
+        )
     return DecodeSpec(height, width, int(channels), dtype, resize, decoder)  # type: ignore[arg-type]

@@ -81,7 +81,9 @@ class _Inflater:
         self._boundaries = sorted(set(boundaries))
         self._boundary_set = frozenset(self._boundaries)
         self._positions = [0]
-        self._states: dict[int, tuple[Any, int]] = {0: (zlib.decompressobj(-15), 0)}  # zlib's Decompress is not a public type
+        self._states: dict[int, tuple[Any, int]] = {
+            0: (zlib.decompressobj(-15), 0)
+        }  # zlib's Decompress is not a public type
         self._lock = threading.Lock()
 
     def read_into(self, start: int, out: memoryview, label: str) -> None:
@@ -102,8 +104,14 @@ class _Inflater:
                         pending = handle.read(want) if want > 0 else b""
                         file_pos += len(pending)
                         if not pending:
-                            raise zlib.error(f"compressed data ends at uncompressed byte {pos}, {end - pos} bytes short")
-                    following = self._boundaries[bisect.bisect_right(self._boundaries, pos)] if pos < self._boundaries[-1] else end
+                            raise zlib.error(
+                                f"compressed data ends at uncompressed byte {pos}, {end - pos} bytes short"
+                            )
+                    following = (
+                        self._boundaries[bisect.bisect_right(self._boundaries, pos)]
+                        if pos < self._boundaries[-1]
+                        else end
+                    )
                     limit = min(end, following) - pos if following > pos else end - pos
                     piece = inflater.decompress(pending, limit)
                     pending = inflater.unconsumed_tail
@@ -220,7 +228,11 @@ def npy_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
             )
         )
     if len(shape) == 0:
-        raise SchemaError(describe(f"{label} is a 0-d array: it has no rows", where=label, expected="an array of at least 1 dimension"))
+        raise SchemaError(
+            describe(
+                f"{label} is a 0-d array: it has no rows", where=label, expected="an array of at least 1 dimension"
+            )
+        )
     return dtype, tuple(int(n) for n in shape), bool(fortran)
 
 
@@ -252,7 +264,10 @@ def _check_size(array: _Array, available: int) -> None:
 def _npz_members(path: str) -> dict[str, zipfile.ZipInfo]:
     try:
         with zipfile.ZipFile(path) as archive:
-            return {info.filename[:-4] if info.filename.endswith(".npy") else info.filename: info for info in archive.infolist()}
+            return {
+                info.filename[:-4] if info.filename.endswith(".npy") else info.filename: info
+                for info in archive.infolist()
+            }
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise CorruptFileError(
             describe(
@@ -273,7 +288,9 @@ def _open_member(path: str, member: str, info: zipfile.ZipInfo) -> _Array:
         handle.seek(info.header_offset)
         local = handle.read(30)
         if len(local) < 30 or local[:4] != b"PK\x03\x04":
-            raise CorruptFileError(describe("The .npz member's zip header is damaged", where=label, fix="rewrite the file"))
+            raise CorruptFileError(
+                describe("The .npz member's zip header is damaged", where=label, fix="rewrite the file")
+            )
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         data_start = info.header_offset + 30 + name_len + extra_len
         if info.compress_type == zipfile.ZIP_STORED:
@@ -298,7 +315,9 @@ def _open_member(path: str, member: str, info: zipfile.ZipInfo) -> _Array:
             dtype, shape, fortran = npy_header(stream, label)
             header = stream.tell()
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise CorruptFileError(describe("A compressed .npz member's header cannot be decompressed", where=label, found=str(exc))) from exc
+        raise CorruptFileError(
+            describe("A compressed .npz member's header cannot be decompressed", where=label, found=str(exc))
+        ) from exc
     array = _Array(label, path, dtype, shape, fortran, None, header, (data_start, info.compress_size))
     _check_size(array, info.file_size - header)
     if fortran and shape[0] * array.row_bytes > MAX_WHOLE_MEMBER_BYTES and len(shape) > 1:
@@ -327,7 +346,14 @@ def _open_spec(spec: str, name: str) -> list[tuple[str, _Array]]:
         members = _npz_members(path)
         if member is None:
             if name != "*":
-                raise SchemaError(describe(f"Column {name!r} names a whole .npz", where=path, found=f"members {sorted(members)}", fix=f"name one member: '{path}:<member>'"))
+                raise SchemaError(
+                    describe(
+                        f"Column {name!r} names a whole .npz",
+                        where=path,
+                        found=f"members {sorted(members)}",
+                        fix=f"name one member: '{path}:<member>'",
+                    )
+                )
             return [(key, _open_member(path, key, info)) for key, info in members.items()]
         if member not in members:
             raise SchemaError(
@@ -366,7 +392,12 @@ class NumpyFragment:
                 raise
             except (OSError, ValueError) as exc:
                 raise CorruptFileError(
-                    describe("Could not read rows of a NumPy file", where=f"{array.label}, {self.location}", found=f"{type(exc).__name__}: {exc}", fix="check the file, or pass on_error='skip'")
+                    describe(
+                        "Could not read rows of a NumPy file",
+                        where=f"{array.label}, {self.location}",
+                        found=f"{type(exc).__name__}: {exc}",
+                        fix="check the file, or pass on_error='skip'",
+                    )
                 ) from exc
         return chunk
 
@@ -395,7 +426,13 @@ class NumpySource:
             raise ArgumentError(describe("read_numpy needs at least one array", fix="pass x=..., or arrays={...}"))
         counts = {name: len(paths) for name, paths in lists.items()}
         if len(set(counts.values())) != 1:
-            raise ArgumentError(describe("Columns were given different numbers of files", found=str(counts), fix="give every column one file per shard, in the same order"))
+            raise ArgumentError(
+                describe(
+                    "Columns were given different numbers of files",
+                    found=str(counts),
+                    fix="give every column one file per shard, in the same order",
+                )
+            )
         self.fragments: list[NumpyFragment] = []
         self.files: list[str] = []
         self._layout: dict[str, tuple[np.dtype, tuple[int, ...]]] | None = None
@@ -407,7 +444,9 @@ class NumpySource:
             except (CorruptFileError, SchemaError) as error:
                 if self.report.on_error == "raise":
                     raise
-                self.report.add(SkippedUnit(os.path.abspath(_MEMBER.sub(r"\g<file>", group[0])), "file", str(error), None))
+                self.report.add(
+                    SkippedUnit(os.path.abspath(_MEMBER.sub(r"\g<file>", group[0])), "file", str(error), None)
+                )
                 continue
             self._split(opened, rows_per_fragment)
         self.report.total_rows = sum(fragment.num_rows for fragment in self.fragments)
@@ -456,14 +495,22 @@ class NumpySource:
         starts = list(range(0, rows, size))
         for _, array in opened:
             if array.member_size is not None:
-                array.inflater = _Inflater(array.path, *array.member_size, [array.header_bytes + s * array.row_bytes for s in starts] + [array.header_bytes])
+                array.inflater = _Inflater(
+                    array.path,
+                    *array.member_size,
+                    [array.header_bytes + s * array.row_bytes for s in starts] + [array.header_bytes],
+                )
         for name, array in opened:
             if array.path not in self.files:
                 self.files.append(array.path)
         path = opened[0][1].path
         for start in starts:
             stop = min(rows, start + size)
-            self.fragments.append(NumpyFragment(f"{opened[0][1].label}#rows={start}:{stop}", stop - start, path, start, stop, tuple(opened)))
+            self.fragments.append(
+                NumpyFragment(
+                    f"{opened[0][1].label}#rows={start}:{stop}", stop - start, path, start, stop, tuple(opened)
+                )
+            )
 
     @property
     def column_names(self) -> list[str]:
@@ -477,8 +524,15 @@ class NumpySource:
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            digest = file_digest(((path, os.path.getsize(path)) for path in self.files), (fragment.key for fragment in self.fragments))
-            self._fingerprint = {"format": "numpy", "files": len(self.files), "digest": digest, "columns": self.column_names}
+            digest = file_digest(
+                ((path, os.path.getsize(path)) for path in self.files), (fragment.key for fragment in self.fragments)
+            )
+            self._fingerprint = {
+                "format": "numpy",
+                "files": len(self.files),
+                "digest": digest,
+                "columns": self.column_names,
+            }
         return self._fingerprint
 
 
@@ -496,6 +550,8 @@ def numpy_columns(x: Specs | None, y: Specs | None, arrays: Mapping[str, Specs] 
         columns["y"] = y
     for name, spec in (arrays or {}).items():
         if name in columns:
-            raise ArgumentError(describe(f"Column {name!r} is given twice", found="as an argument and in arrays=", fix="name it once"))
+            raise ArgumentError(
+                describe(f"Column {name!r} is given twice", found="as an argument and in arrays=", fix="name it once")
+            )
         columns[name] = spec
     return columns

@@ -156,7 +156,11 @@ class ParquetSource:
         def open_file(path: str) -> tuple[str, Any]:
             expression = None
             for key, value in partitions[path].items():
-                term = pads.field(key).is_null() if value is None else pads.field(key) == pa.scalar(value).cast(partition_schema.field(key).type)
+                term = (
+                    pads.field(key).is_null()
+                    if value is None
+                    else pads.field(key) == pa.scalar(value).cast(partition_schema.field(key).type)
+                )
                 expression = term if expression is None else expression & term
             try:
                 fragment = file_format.make_fragment(path, self.filesystem, partition_expression=expression)
@@ -208,7 +212,9 @@ class ParquetSource:
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
                 counts = list(pool.map(ParquetFragment.count, self.fragments))
             self.fragments = [
-                dataclasses.replace(fragment, num_rows=count) for fragment, count in zip(self.fragments, counts) if count
+                dataclasses.replace(fragment, num_rows=count)
+                for fragment, count in zip(self.fragments, counts)
+                if count
             ]
         self.report.total_rows = sum(fragment.num_rows for fragment in self.fragments)
         self.report.total_files = len(resolved.files)
@@ -227,12 +233,22 @@ class ParquetSource:
             names.update(column for column in pandas.get("index_columns", []) if isinstance(column, str))
         return names
 
-    def _split(self, good: Sequence[tuple[str, Any]], schema: pa.Schema, missing: Mapping[str, frozenset[str]], policy: ColumnPolicy) -> list[ParquetFragment]:
+    def _split(
+        self,
+        good: Sequence[tuple[str, Any]],
+        schema: pa.Schema,
+        missing: Mapping[str, frozenset[str]],
+        policy: ColumnPolicy,
+    ) -> list[ParquetFragment]:
         fragments = []
         for path, fragment in good:
             metadata = fragment.metadata
             first = 0
-            pieces = fragment.split_by_row_group(self._filter, schema=schema) if self._filter is not None else fragment.split_by_row_group()
+            pieces = (
+                fragment.split_by_row_group(self._filter, schema=schema)
+                if self._filter is not None
+                else fragment.split_by_row_group()
+            )
             kept = {piece.row_groups[0].id: piece for piece in pieces}
             for group in range(metadata.num_row_groups):
                 rows = metadata.row_group(group).num_rows
@@ -269,7 +285,9 @@ class ParquetSource:
                 column = rg.column(i)
                 if column.path_in_schema.split(".")[0] in wanted:
                     total += column.total_uncompressed_size
-        return max(8.0, total / max(rows, 1)) + 8.0 * sum(1 for name in self._columns if name not in metadata.schema.names)
+        return max(8.0, total / max(rows, 1)) + 8.0 * sum(
+            1 for name in self._columns if name not in metadata.schema.names
+        )
 
     @property
     def column_names(self) -> list[str]:

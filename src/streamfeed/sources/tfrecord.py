@@ -46,9 +46,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
-import pyarrow.fs as pafs
-
 import numpy as np
+import pyarrow.fs as pafs
 
 from ..core import Chunk
 from ..errors import (
@@ -86,7 +85,9 @@ class FileIndex:
     ranges: tuple[tuple[int, int, int, int], ...]  # (first record, records, start byte, end byte) per fragment
     problem: fmt.FramingProblem | None
     data_bytes: int  # bytes of framed records (decompressed)
-    checkpoints: _inflate.Checkpoints | None = field(default=None, compare=False, repr=False)  # GZIP: where ranges resume
+    checkpoints: _inflate.Checkpoints | None = field(
+        default=None, compare=False, repr=False
+    )  # GZIP: where ranges resume
 
 
 _scan_cache: dict[tuple, FileIndex] = {}
@@ -110,7 +111,9 @@ def _scan_plain(stream: Any, path: str, size: int, fragment_bytes: int) -> FileI
             block = stream.read_at(min(_BLOCK, size - position), position)
             block_at, relative = position, 0
             if len(block) < fmt.HEADER_BYTES:
-                problem = fmt.FramingProblem(records, position, f"the file ends inside a record header ({size - position} of 12 bytes)", 1)
+                problem = fmt.FramingProblem(
+                    records, position, f"the file ends inside a record header ({size - position} of 12 bytes)", 1
+                )
                 break
         length, good = fmt.read_header(block, relative)
         if not good:
@@ -121,7 +124,12 @@ def _scan_plain(stream: Any, path: str, size: int, fragment_bytes: int) -> FileI
             break
         end = position + fmt.HEADER_BYTES + length + fmt.FOOTER_BYTES
         if end > size:
-            problem = fmt.FramingProblem(records, position, f"the file ends inside a record of {length} bytes ({size - position} bytes are left)", 1)
+            problem = fmt.FramingProblem(
+                records,
+                position,
+                f"the file ends inside a record of {length} bytes ({size - position} bytes are left)",
+                1,
+            )
             break
         records += 1
         position = end
@@ -195,7 +203,9 @@ def _scan_gzip(stream: Any, path: str, size: int, fragment_bytes: int) -> FileIn
         elif skip:
             problem = fmt.FramingProblem(records, position, "the decompressed data ends inside a record", 1)
         elif pending:
-            problem = fmt.FramingProblem(records, position, f"the decompressed data ends inside a record header ({len(pending)} of 12 bytes)", 1)
+            problem = fmt.FramingProblem(
+                records, position, f"the decompressed data ends inside a record header ({len(pending)} of 12 bytes)", 1
+            )
     if records > first:
         ranges.append((first, records - first, begin, position))
     return FileIndex(path, True, size, records, tuple(ranges), problem, position, points)
@@ -205,7 +215,13 @@ def _is_gzip(path: str, compression: Compression) -> bool:
     if compression == "GZIP":
         return True
     if compression is not None:
-        raise ArgumentError(describe("Invalid compression", expected="None (detect from the '.gz' extension) or 'GZIP'", found=f"{compression!r}"))
+        raise ArgumentError(
+            describe(
+                "Invalid compression",
+                expected="None (detect from the '.gz' extension) or 'GZIP'",
+                found=f"{compression!r}",
+            )
+        )
     return path.lower().endswith((".gz", ".gzip"))
 
 
@@ -284,7 +300,9 @@ class TFRecordFragment:
             raise CorruptFileError(
                 describe(
                     "A TFRecord file changed or became unreadable after it was opened",
-                    where=_where(self.path, self.first_record + problem.index, self.start + problem.offset, self.compressed),
+                    where=_where(
+                        self.path, self.first_record + problem.index, self.start + problem.offset, self.compressed
+                    ),
                     found=problem.problem,
                     fix="do not modify input files while streaming them; open the dataset again",
                 )
@@ -305,7 +323,12 @@ class TFRecordFragment:
                 with fs.open_input_file(self.path) as stream:
                     data = stream.read_at(self.end - self.start, self.start)
                 if len(data) != self.end - self.start:
-                    raise CorruptFileError(describe("The file is shorter than when it was opened", found=f"read {len(data)} of {self.end - self.start} bytes"))
+                    raise CorruptFileError(
+                        describe(
+                            "The file is shorter than when it was opened",
+                            found=f"read {len(data)} of {self.end - self.start} bytes",
+                        )
+                    )
                 return data
             points = self._checkpoints or _inflate.Checkpoints()
             return _inflate.read_range(lambda: fs.open_input_file(self.path), points, self.start, self.end)
@@ -335,7 +358,9 @@ class TFRecordFragment:
                 if shape is None:
                     shape = image.shape
                 elif image.shape != shape:
-                    errors[row] = f"feature {name!r} decodes to an image of shape {image.shape}, the others to {shape} (give decode_images={{{name!r}: (height, width, channels)}} to resize)"
+                    errors[row] = (
+                        f"feature {name!r} decodes to an image of shape {image.shape}, the others to {shape} (give decode_images={{{name!r}: (height, width, channels)}} to resize)"
+                    )
                     continue
                 decoded[row] = image
             out = np.zeros((len(encoded), *(shape or (0, 0, 3))), dtype=np.uint8)
@@ -345,6 +370,7 @@ class TFRecordFragment:
 
     def _handle(self, columns: Chunk, errors: dict[int, str], starts: np.ndarray, bad_crc: list[int]) -> Chunk:
         """Raises for the first bad record, or drops and reports every bad record."""
+
         def offset(row: int) -> int:
             return self.start + int(starts[row]) - fmt.HEADER_BYTES
 
@@ -353,11 +379,17 @@ class TFRecordFragment:
             error = CorruptFileError if row in bad_crc else DataError
             raise error(
                 describe(
-                    "A TFRecord record is damaged" if row in bad_crc else "A TFRecord record does not match the feature spec",
+                    "A TFRecord record is damaged"
+                    if row in bad_crc
+                    else "A TFRecord record does not match the feature spec",
                     where=_where(self.path, self.first_record + row, offset(row), self.compressed),
                     found=errors[row],
-                    expected=None if row in bad_crc else "features " + ", ".join(f"{s.name!r}: {s.kind} {s.shape}" for s in self._decoder.specs),
-                    fix=_SKIP_FIX if row in bad_crc else "fix features={...}, or pass on_error='skip' to leave such records out and report them",
+                    expected=None
+                    if row in bad_crc
+                    else "features " + ", ".join(f"{s.name!r}: {s.kind} {s.shape}" for s in self._decoder.specs),
+                    fix=_SKIP_FIX
+                    if row in bad_crc
+                    else "fix features={...}, or pass on_error='skip' to leave such records out and report them",
                 )
             )
         for row in sorted(errors):
@@ -388,7 +420,9 @@ class TFRecordSource:
             raise ArgumentError(describe("Invalid fragment_bytes", expected=">= 1", found=f"{fragment_bytes}"))
         self.report = report or BadInputReport()
         # a directory contributes only TFRecord-named files; explicit files and globs all count
-        resolved = resolve_files(paths, suffixes=(), filesystem=filesystem, keep=lambda name: bool(_TFRECORD_NAME.search(name)))
+        resolved = resolve_files(
+            paths, suffixes=(), filesystem=filesystem, keep=lambda name: bool(_TFRECORD_NAME.search(name))
+        )
         self.filesystem, files = resolved.filesystem, list(resolved.files)
         gzip = {path: _is_gzip(path, compression) for path in files}
 
@@ -404,7 +438,14 @@ class TFRecordSource:
         good: list[FileIndex] = []
         for path, index in zip(files, indexes):
             if isinstance(index, Exception):
-                error = CorruptFileError(describe("Could not read a TFRecord file", where=path, found=f"{type(index).__name__}: {index}", fix="check the path and permissions"))
+                error = CorruptFileError(
+                    describe(
+                        "Could not read a TFRecord file",
+                        where=path,
+                        found=f"{type(index).__name__}: {index}",
+                        fix="check the path and permissions",
+                    )
+                )
                 self.report.reject(error, path=path, cause=index)
                 continue
             if index.problem is not None:
@@ -443,7 +484,9 @@ class TFRecordSource:
     def _framing_problem(self, index: FileIndex) -> None:
         problem = index.problem
         assert problem is not None
-        span = f"from decompressed byte {problem.offset}" if index.compressed else f"bytes {problem.offset}-{index.size}"
+        span = (
+            f"from decompressed byte {problem.offset}" if index.compressed else f"bytes {problem.offset}-{index.size}"
+        )
         rest = f"records from {problem.index} on ({span})"
         count = f"{problem.records_lost} record" if problem.records_lost == 1 else "an unknown number of records"
         message = describe(
@@ -473,7 +516,9 @@ class TFRecordSource:
                         available = ", ".join(f"{name!r}: {k} x{len(v)}" for name, (k, v) in parsed.items())
                         raise SchemaError(
                             describe(
-                                f"Feature {spec.name!r} ({spec.kind}) is not in the data" if values is None else f"Feature {spec.name!r} is {kind}, not {spec.kind}",
+                                f"Feature {spec.name!r} ({spec.kind}) is not in the data"
+                                if values is None
+                                else f"Feature {spec.name!r} is {kind}, not {spec.kind}",
                                 where=f"{path}, record 0",
                                 expected=f"{spec.name!r}: {spec.kind} {spec.shape}",
                                 found=f"features {available}",
@@ -482,7 +527,12 @@ class TFRecordSource:
                         )
             return specs
         if first is None:
-            raise SchemaError(describe("Cannot infer the features of TFRecord input without records", fix="pass features={name: (kind, shape)}"))
+            raise SchemaError(
+                describe(
+                    "Cannot infer the features of TFRecord input without records",
+                    fix="pass features={name: (kind, shape)}",
+                )
+            )
         path, record = first
         specs = []
         for name, (kind, values) in fmt.parse_example(record).items():
@@ -495,7 +545,17 @@ class TFRecordSource:
         for index in good:
             if index.records:
                 first, count, start, end = index.ranges[0]
-                fragment = TFRecordFragment("", 1, index.path, 0, start, end, index.compressed, _Decoder(self.filesystem, (), {}, "raise", self.report), index.checkpoints)
+                fragment = TFRecordFragment(
+                    "",
+                    1,
+                    index.path,
+                    0,
+                    start,
+                    end,
+                    index.compressed,
+                    _Decoder(self.filesystem, (), {}, "raise", self.report),
+                    index.checkpoints,
+                )
                 data = fragment._load()
                 starts, lengths, _, _ = fmt.split_records(data, 1)
                 if len(starts):
@@ -505,7 +565,7 @@ class TFRecordSource:
     def _image_features(self, decode_images: Sequence[str] | Mapping | None) -> dict[str, tuple[int, ...] | None]:
         if decode_images is None:
             return {}
-        images = dict(decode_images) if isinstance(decode_images, Mapping) else {name: None for name in decode_images}
+        images = dict(decode_images) if isinstance(decode_images, Mapping) else dict.fromkeys(decode_images)
         kinds = {spec.name: spec for spec in self.specs}
         for name in images:
             if name not in kinds or kinds[name].kind != "bytes" or kinds[name].shape != ():
@@ -525,7 +585,11 @@ class TFRecordSource:
         for spec in self.specs:
             if spec.name in self.images:
                 target = self.images[spec.name]
-                total += float(np.prod(target)) if target and len(target) == 3 else (target[0] * target[1] * 3 if target else record * 10)
+                total += (
+                    float(np.prod(target))
+                    if target and len(target) == 3
+                    else (target[0] * target[1] * 3 if target else record * 10)
+                )
             elif spec.kind == "bytes":
                 total += record + 40 * spec.size
             else:

@@ -174,21 +174,41 @@ class ColumnAccumulator:
     def to_record(self) -> dict:
         """The JSON-able fields of :class:`ColumnStats`."""
         record: dict[str, Any] = {
-            "name": self.name, "kind": self.kind, "dtype": self.dtype,
-            "count": 0, "nulls": self.nulls, "nans": self.nans,
-            "min": _py(self.min), "max": _py(self.max), "mean": None, "variance": None,
-            "quantile_rank_error": None, "distinct": None,
-            "vocabulary": None, "vocabulary_exact": None, "oov_count": None, "value_type": None,
-            "channel_mean": None, "channel_std": None, "image_sizes": None, "image_modes": None,
-            "kll": None, "kll_kind": None,
-            "quantile_method": None, "quantile_points": None, "quantile_sample_size": None,
+            "name": self.name,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "count": 0,
+            "nulls": self.nulls,
+            "nans": self.nans,
+            "min": _py(self.min),
+            "max": _py(self.max),
+            "mean": None,
+            "variance": None,
+            "quantile_rank_error": None,
+            "distinct": None,
+            "vocabulary": None,
+            "vocabulary_exact": None,
+            "oov_count": None,
+            "value_type": None,
+            "channel_mean": None,
+            "channel_std": None,
+            "image_sizes": None,
+            "image_modes": None,
+            "kll": None,
+            "kll_kind": None,
+            "quantile_method": None,
+            "quantile_points": None,
+            "quantile_sample_size": None,
         }
         if self.kind == "categorical":
             vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
             top = vocabulary.top()
             record.update(
-                count=vocabulary.total, distinct=vocabulary.distinct(), vocabulary=[[v, c] for v, c in top],
-                vocabulary_exact=vocabulary.exact, oov_count=max(0, vocabulary.total - sum(c for _, c in top)),
+                count=vocabulary.total,
+                distinct=vocabulary.distinct(),
+                vocabulary=[[v, c] for v, c in top],
+                vocabulary_exact=vocabulary.exact,
+                oov_count=max(0, vocabulary.total - sum(c for _, c in top)),
                 value_type=vocabulary.kind or "str",
             )
             return record
@@ -206,11 +226,18 @@ class ColumnAccumulator:
             ordered = self.sample.sorted_values()
             if ordered.size:
                 record.update(
-                    quantile_points=points_to_text(quantile_points(ordered)), quantile_sample_size=int(ordered.size),
-                    quantile_method="sample", quantile_rank_error=sample_rank_error(ordered.size, self.moments.count),
+                    quantile_points=points_to_text(quantile_points(ordered)),
+                    quantile_sample_size=int(ordered.size),
+                    quantile_method="sample",
+                    quantile_rank_error=sample_rank_error(ordered.size, self.moments.count),
                 )
         if self.kll is not None and not self.kll.is_empty():
-            record.update(kll=kll_to_text(self.kll), kll_kind=kll_kind(self.kll), quantile_method="kll", quantile_rank_error=kll_rank_error(self.kll.k))
+            record.update(
+                kll=kll_to_text(self.kll),
+                kll_kind=kll_kind(self.kll),
+                quantile_method="kll",
+                quantile_rank_error=kll_rank_error(self.kll.k),
+            )
         if self.registers is not None:
             record["distinct"] = float(min(hll_estimate(self.registers), self.moments.count))
         return record

@@ -50,7 +50,9 @@ class _FragmentSummary:
         self.labels: dict[Any, int] = {}
 
 
-def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler) -> _FragmentSummary:
+def _summarise(
+    chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler
+) -> _FragmentSummary:
     summary = _FragmentSummary()
     if chunk is None:
         return summary
@@ -67,8 +69,14 @@ def _summarise(chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None,
         values = chunk[name]
         kind = column_kind(name, values, options["categorical"])
         accumulator = ColumnAccumulator(
-            name, kind, dtype_name(values), max_vocabulary=options["max_vocabulary"], quantile_k=options["quantile_k"],
-            quantiles=options["quantiles"], quantile_sample=options["quantile_sample"], distinct=options["distinct"],
+            name,
+            kind,
+            dtype_name(values),
+            max_vocabulary=options["max_vocabulary"],
+            quantile_k=options["quantile_k"],
+            quantiles=options["quantiles"],
+            quantile_sample=options["quantile_sample"],
+            distinct=options["distinct"],
         )
         accumulator.add(values, sampler)
         summary.columns[name] = accumulator
@@ -159,8 +167,13 @@ def compute_stats(
     threads = max(1, threads or min(4, os.cpu_count() or 1))
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
     options: dict[str, Any] = {
-        "categorical": set(categorical or ()), "max_vocabulary": int(max_vocabulary), "quantile_k": int(quantile_k), "label": label,
-        "quantiles": quantiles, "quantile_sample": int(quantile_sample), "distinct": distinct,
+        "categorical": set(categorical or ()),
+        "max_vocabulary": int(max_vocabulary),
+        "quantile_k": int(quantile_k),
+        "label": label,
+        "quantiles": quantiles,
+        "quantile_sample": int(quantile_sample),
+        "distinct": distinct,
     }
     # the best-known key threshold of the merged samples, read by the workers to
     # pre-filter positions; any value at or above the final one gives the same result
@@ -173,7 +186,9 @@ def compute_stats(
 
     total = _FragmentSummary()
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-stats") as pool:
-        for done, part in enumerate(in_order(lambda item: pool.submit(work, item), list(enumerate(fragments)), 2 * threads), 1):
+        for done, part in enumerate(
+            in_order(lambda item: pool.submit(work, item), list(enumerate(fragments)), 2 * threads), 1
+        ):
             state["threshold"] = _merge(total, part)
             if progress is not None:
                 progress(done, len(fragments))
@@ -193,4 +208,11 @@ def compute_stats(
     if label is not None:
         label_type = value_type(list(total.labels))
         labels = dict(sorted(total.labels.items(), key=lambda item: item[0]))
-    return Stats(rows=total.rows, columns=result_columns, label=label, label_counts=labels, source=source_record(dataset), label_type=label_type)
+    return Stats(
+        rows=total.rows,
+        columns=result_columns,
+        label=label,
+        label_counts=labels,
+        source=source_record(dataset),
+        label_type=label_type,
+    )

@@ -43,7 +43,11 @@ def decode_images(
                 images[index] = decode(bytes(data), spec, chosen)
             except ImageDecodeError as exc:
                 where = str(chunk["path"][index]) if "path" in chunk else f"row {index} of a chunk"
-                raise DataError(describe(f"Column {column!r} holds bytes that do not decode as an image", where=where, found=str(exc))) from exc
+                raise DataError(
+                    describe(
+                        f"Column {column!r} holds bytes that do not decode as an image", where=where, found=str(exc)
+                    )
+                ) from exc
         out = {name: values for name, values in chunk.items() if name != column}
         out[output] = images
         return out

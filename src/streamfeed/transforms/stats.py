@@ -111,7 +111,9 @@ def clip_to_quantiles(stats: Any, columns: str | Sequence[str], low: float = 0.0
     ``stats[column].quantile_rank_error``.
     """
     if not 0.0 <= low <= high <= 1.0:
-        raise ArgumentError(describe("Invalid quantile bounds", expected="0 <= low <= high <= 1", found=f"low={low}, high={high}"))
+        raise ArgumentError(
+            describe("Invalid quantile bounds", expected="0 <= low <= high <= 1", found=f"low={low}, high={high}")
+        )
     names = _names(columns)
     bounds = {}
     for name in names:

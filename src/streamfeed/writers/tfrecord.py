@@ -47,7 +47,13 @@ def _column_features(name: str, column: np.ndarray) -> list[bytes]:
         return [prefix + payload[i * step : (i + 1) * step] for i in range(rows)]
     if kind in "iub":
         if kind == "u" and flat.size and int(flat.max()) > np.iinfo(np.int64).max:
-            raise SchemaError(describe(f"Column {name!r} holds values above the int64 range", expected="values an Example's int64_list can hold", found=f"max {int(flat.max())}"))
+            raise SchemaError(
+                describe(
+                    f"Column {name!r} holds values above the int64 range",
+                    expected="values an Example's int64_list can hold",
+                    found=f"max {int(flat.max())}",
+                )
+            )
         values = flat.astype(np.int64).ravel()
         sizes = fmt.varint_sizes(values)
         payload = fmt.encode_varints(values, sizes)
@@ -66,13 +72,25 @@ def _column_features(name: str, column: np.ndarray) -> list[bytes]:
                 if isinstance(value, str):
                     value = value.encode("utf-8")
                 elif not isinstance(value, (bytes, bytearray, memoryview)):
-                    raise SchemaError(describe(f"Column {name!r} holds a {type(value).__name__}", expected="bytes or str in an object column", fix="convert the column to bytes, str or a numeric dtype"))
+                    raise SchemaError(
+                        describe(
+                            f"Column {name!r} holds a {type(value).__name__}",
+                            expected="bytes or str in an object column",
+                            fix="convert the column to bytes, str or a numeric dtype",
+                        )
+                    )
                 value = bytes(value)
                 parts.append(fmt.tag_len(1, len(value)) + value)
             body = b"".join(parts)
             out.append(fmt.tag_len(fmt.KIND_FIELD["bytes"], len(body)) + body)
         return out
-    raise SchemaError(describe(f"Column {name!r} has dtype {column.dtype}, which an Example cannot hold", expected="float, int, bool, bytes or str columns", fix="convert the column with .map() first"))
+    raise SchemaError(
+        describe(
+            f"Column {name!r} has dtype {column.dtype}, which an Example cannot hold",
+            expected="float, int, bool, bytes or str columns",
+            fix="convert the column with .map() first",
+        )
+    )
 
 
 def encode_chunk(chunk: Chunk) -> list[bytes]:
@@ -140,9 +158,19 @@ def write_tfrecord(
     directory, name = prefix.rsplit("/", 1) if "/" in prefix else (".", prefix)
     extension = ".tfrecord" + (".gz" if compression == "GZIP" else "")
     fs.create_dir(directory, recursive=True)
-    existing = sorted(info.path for info in fs.get_file_info(pafs.FileSelector(directory)) if re.fullmatch(re.escape(name) + r"-\d{5}-of-\d{5}" + re.escape(extension), info.base_name))
+    existing = sorted(
+        info.path
+        for info in fs.get_file_info(pafs.FileSelector(directory))
+        if re.fullmatch(re.escape(name) + r"-\d{5}-of-\d{5}" + re.escape(extension), info.base_name)
+    )
     if existing and not overwrite:
-        raise OutputExistsError(describe("TFRecord files of this name exist already", where=existing[0], fix="pass overwrite=True, or another path_pattern"))
+        raise OutputExistsError(
+            describe(
+                "TFRecord files of this name exist already",
+                where=existing[0],
+                fix="pass overwrite=True, or another path_pattern",
+            )
+        )
 
     temporary: list[str] = []
     state: dict[str, Any] = {"raw": None, "out": None, "rows": 0}
@@ -151,7 +179,9 @@ def write_tfrecord(
         path = f"{directory}/.{name}-{len(temporary):05d}{extension}.incomplete"
         temporary.append(path)
         state["raw"] = fs.open_output_stream(path, compression=None)
-        state["out"] = gzip.GzipFile(fileobj=state["raw"], mode="wb", mtime=0) if compression == "GZIP" else state["raw"]
+        state["out"] = (
+            gzip.GzipFile(fileobj=state["raw"], mode="wb", mtime=0) if compression == "GZIP" else state["raw"]
+        )
         state["rows"] = 0
 
     def close_current() -> None:
