@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{approach:16s}{'error':>14s}  {result['error']}")
             continue
         print(
-            f"{approach:16s}{result['rows_per_s']:>14,.0f}{result['seconds']:>10.2f}{result['peak_rss'] / 2**20:>15,.0f}  {APPROACHES[approach]}"
+            f"{approach:16s}{result['rows_per_s']:>14,.0f}{result['seconds']:>10.2f}"
+            f"{result['peak_rss'] / 2**20:>15,.0f}  {APPROACHES[approach]}"
         )
     ours = results.get("streamfeed", {}).get("rows_per_s")
     if ours:
@@ -198,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         if pandas:
             ratio = ours / pandas
             print(
-                f"streamfeed / pandas generator: {ratio:.2f}x (target >= {TARGETS['pandas']}x) {'MET' if ratio >= TARGETS['pandas'] else 'MISSED'}"
+                f"streamfeed / pandas generator: {ratio:.2f}x (target >= {TARGETS['pandas']}x) "
+                f"{'MET' if ratio >= TARGETS['pandas'] else 'MISSED'}"
             )
         tf_rates = {
             a: results[a]["rows_per_s"] for a in ("tf_csvdataset", "tf_textline") if "rows_per_s" in results.get(a, {})
@@ -207,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             fastest = max(tf_rates, key=tf_rates.get)
             ratio = ours / tf_rates[fastest]
             print(
-                f"streamfeed / tf.data fastest ({fastest}): {ratio:.2f}x (target >= {TARGETS['tf_fastest']}x) {'MET' if ratio >= TARGETS['tf_fastest'] else 'MISSED'}"
+                f"streamfeed / tf.data fastest ({fastest}): {ratio:.2f}x (target >= {TARGETS['tf_fastest']}x) "
+                f"{'MET' if ratio >= TARGETS['tf_fastest'] else 'MISSED'}"
             )
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "bytes": size, "results": results}, indent=2))

@@ -82,7 +82,7 @@ def worker(approach: str, path: str) -> dict:
             x, y = f["x"], f["y"]
             step = x.chunks[0]
             for i in range(0, x.shape[0], step):
-                xs, ys = x[i : i + step], y[i : i + step]
+                _, ys = x[i : i + step], y[i : i + step]
                 rows += len(ys)
     else:
         ds = read_hdf5(path, columns={"x": "/x", "y": "/y"}, processes=2 if approach == "streamfeed_p2" else None)
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         label = compression or "uncompressed"
         results[label] = {}
         print(
-            f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, {rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)"
+            f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, "
+            f"{rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)"
         )
         print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'peak RSS MiB':>13s}")
         for approach, title in APPROACHES.items():

@@ -226,21 +226,24 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(f"  {mode:4s}  {LABELS[approach]:46s}  ERROR {result['error']}")
                 else:
                     rows.append(
-                        f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB"
+                        f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  "
+                        f"peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB"
                     )
                 print(rows[-1], flush=True)
-        get = lambda key: results.get(f"{case}/{key}", {}).get("rate")  # noqa: E731
+        get = lambda key, case=case: results.get(f"{case}/{key}", {}).get("rate")  # noqa: E731
         if get("iter/streamfeed") and get("iter/limit"):
             ratio = get("iter/streamfeed") / get("iter/limit")
             print(f"  streamfeed iteration / decoder limit = {ratio:.2f} (target >= {TARGETS['iter_vs_limit']})")
         if get("iter/streamfeed") and get("iter/idfd"):
             print(
-                f"  streamfeed iteration / image_dataset_from_directory = {get('iter/streamfeed') / get('iter/idfd'):.2f}"
+                "  streamfeed iteration / image_dataset_from_directory = "
+                f"{get('iter/streamfeed') / get('iter/idfd'):.2f}"
             )
         if get("fit/streamfeed") and get("fit/idfd"):
             ratio = get("fit/streamfeed") / get("fit/idfd")
             print(
-                f"  streamfeed fit / image_dataset_from_directory fit = {ratio:.2f} (target >= {TARGETS['fit_vs_idfd']})"
+                f"  streamfeed fit / image_dataset_from_directory fit = {ratio:.2f} "
+                f"(target >= {TARGETS['fit_vs_idfd']})"
             )
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))

@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|---:|---:|")
     for name, m in rows:
         print(
-            f"| {name} | {m['spearman']:.3f} | {m['mean_move']:.3f} | {m['batch_spread']:.3f} | {m['sources_per_batch']:.1f} |"
+            f"| {name} | {m['spearman']:.3f} | {m['mean_move']:.3f} | {m['batch_spread']:.3f} "
+            f"| {m['sources_per_batch']:.1f} |"
         )
     return 0
 

@@ -583,8 +583,10 @@ def run_fit(
                     log(f"  fit {size:>3} {backend:10s} {approach:20s} spe={spe:<2} ERROR {result['error']}")
                 else:
                     log(
-                        f"  fit {size:>3} {backend:10s} {approach:20s} spe={spe:<2} {C.rate(result['rows_per_s']):>10} rows/s "
-                        f"({result['seconds']:.2f} s, loss {result['loss']:.3f})  peak RSS {C.mib(result['peak_rss'])} MiB"
+                        f"  fit {size:>3} {backend:10s} {approach:20s} spe={spe:<2} "
+                        f"{C.rate(result['rows_per_s']):>10} rows/s "
+                        f"({result['seconds']:.2f} s, loss {result['loss']:.3f})  "
+                        f"peak RSS {C.mib(result['peak_rss'])} MiB"
                     )
     return results
 
@@ -626,7 +628,8 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
     headers += ["vs limit", f"RSS 1x→{sizes[-1]}"]
     lines.append(C.table(headers, rows))
     lines.append(
-        "  rows/s = median over whole epochs (>= 3, >= --min-seconds), best = fastest epoch; CPU s/Mrow = process CPU time\n"
+        "  rows/s = median over whole epochs (>= 3, >= --min-seconds), best = fastest epoch; "
+        "CPU s/Mrow = process CPU time\n"
         "  per million rows (all threads); peakRSS in MiB; ΔN = peak RSS minus RSS after imports and setup\n"
         "  (the pipeline's own memory); vs limit = median rows/s / the scanner's median rows/s at 1x."
     )
@@ -650,7 +653,8 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
         if one and "layout" in one:
             lines.append(
                 f"  {approach}: layout estimate {C.mib(one['layout']['estimated_bytes'])} MiB "
-                f"(window {one['layout']['window']}, read-ahead {one['layout']['read_ahead']}, prefetch {one['layout']['prefetch']}); "
+                f"(window {one['layout']['window']}, read-ahead {one['layout']['read_ahead']}, "
+                f"prefetch {one['layout']['prefetch']}); "
                 f"measured Δ {C.mib(one['peak_rss'] - one['base_rss'])} MiB"
             )
     # ------------------------------------------------------------------- fit
@@ -756,7 +760,8 @@ def main(argv=None) -> int:
     if not args.skip_memory:
         paths[f"{args.scale}x"] = C.generate(args.data_dir, args.scale * args.rows)
     log(
-        f"# data: {', '.join(f'{k} = {v}' for k, v in paths.items())} (row groups of {C.ROW_GROUP}, {len(C.files(paths['1x']))} files at 1x)"
+        f"# data: {', '.join(f'{k} = {v}' for k, v in paths.items())} "
+        f"(row groups of {C.ROW_GROUP}, {len(C.files(paths['1x']))} files at 1x)"
     )
     sections = set(args.sections.split(","))
     iteration = []

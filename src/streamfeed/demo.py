@@ -132,8 +132,10 @@ def summary(result: DemoResult) -> str:
             "streamfeed demo summary",
             f"  backend               {result.backend}",
             f"  dataset               {result.rows:,} rows, {result.bytes_on_disk / mib:,.0f} MiB on disk",
-            f"  trained               {result.epochs} epochs in {result.seconds:,.1f} s = {result.rows_per_second:,.0f} rows/s",
-            f"  peak RSS              {result.peak_rss_bytes / mib:,.0f} MiB (pipeline buffers estimated {result.estimated_pipeline_bytes / mib:,.0f} MiB)",
+            f"  trained               {result.epochs} epochs in {result.seconds:,.1f} s "
+            f"= {result.rows_per_second:,.0f} rows/s",
+            f"  peak RSS              {result.peak_rss_bytes / mib:,.0f} MiB "
+            f"(pipeline buffers estimated {result.estimated_pipeline_bytes / mib:,.0f} MiB)",
             f"  waiting for data      {result.input_wait_share:.1%} of training time",
             f"  final loss            {result.final_loss:.4f}",
         ]

@@ -77,7 +77,8 @@ class BenchReport:
         head = Text.assemble(
             ("streamfeed bench", "bold"),
             f"  {self.batches:,} batches, {self.rows:,} rows in {self.seconds:,.1f} s: "
-            f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s, {self.batches_per_second:,.1f} batches/s",
+            f"{self.rows_per_second:,.0f} rows/s, {self.mb_per_second:,.1f} MB/s, "
+            f"{self.batches_per_second:,.1f} batches/s",
         )
         table = Table(title=f"stages ({self.read_threads} read threads, {self.cpu_count} cores)", title_justify="left")
         for column in ("stage", "thread", "seconds", "share of wall", "calls", "ms/call"):
@@ -127,7 +128,8 @@ class BenchReport:
         ]
         if self.model is not None:
             lines.append(
-                f"model: {self.model['steps']:.0f} steps, waited for input {self.model['input_wait_share']:.0%} of step time, "
+                f"model: {self.model['steps']:.0f} steps, "
+                f"waited for input {self.model['input_wait_share']:.0%} of step time, "
                 f"{self.model['rows_per_second']:,.0f} rows/s"
             )
         verdict = Text.assemble(("verdict: ", "bold"), (self.verdict, "bold yellow"))
@@ -370,7 +372,8 @@ def _read_verdict(
         )
     if rows_per_fragment < SMALL_FRAGMENT_ROWS and read["calls"] >= 8 and source_format != "images":
         advice.append(
-            f"fragments are small ({rows_per_fragment:,.0f} rows, {1000 * read['seconds'] / read['calls']:.1f} ms each): "
+            f"fragments are small ({rows_per_fragment:,.0f} rows, "
+            f"{1000 * read['seconds'] / read['calls']:.1f} ms each): "
             "per-fragment overhead dominates; write larger row groups or `streamfeed convert` to Parquet shards"
         )
     if source_format == "images":
@@ -383,7 +386,8 @@ def _read_verdict(
     if not advice:
         advice.append("project fewer columns (columns=...) or use more cores")
     return (
-        f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, CPU-bound: {cores_busy:.0%} of {cores} cores busy)",
+        f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, "
+        f"CPU-bound: {cores_busy:.0%} of {cores} cores busy)",
         advice,
     )
 

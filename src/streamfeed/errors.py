@@ -256,8 +256,14 @@ class BadInputReport:
                 raise ErrorBudgetExceeded(
                     describe(
                         "Too much input was skipped",
-                        expected=f"at most {policy.max_bad_fraction:.2%} of {self.total_rows} rows in {self.total_files} files",
-                        found=f"{fraction:.2%} ({self.skipped_rows} rows, {self.skipped_units} units); last: {self.entries[-1]}",
+                        expected=(
+                            f"at most {policy.max_bad_fraction:.2%} of {self.total_rows} rows "
+                            f"in {self.total_files} files"
+                        ),
+                        found=(
+                            f"{fraction:.2%} ({self.skipped_rows} rows, {self.skipped_units} units); "
+                            f"last: {self.entries[-1]}"
+                        ),
                         fix="inspect the files named in the report, or raise max_bad_fraction",
                     )
                 )

@@ -196,7 +196,7 @@ def test_labels_nested_folders_counts_and_label_map(tmp_path):
     assert source.class_counts == {"apple": 3, "mango": 1, "zebra": 2}
     columns = images(ds)
     assert columns["label"].dtype == np.int64
-    labels = {os.path.relpath(p, tmp_path / "train"): int(l) for p, l in zip(columns["path"], columns["label"])}
+    labels = {os.path.relpath(p, tmp_path / "train"): int(label) for p, label in zip(columns["path"], columns["label"])}
     assert labels[os.path.join("zebra", "deep", "er", "0.png")] == 2  # nested: the top-level class
     assert sorted(labels.values()) == [0, 0, 0, 1, 2, 2]
     source.save_label_map(tmp_path / "labels.json")

@@ -15,7 +15,7 @@ from streamfeed.stats.sketches import HLL_M, PositionSampler, hll_estimate, hll_
 def test_quantile_rank_error_is_within_the_bound_after_merging_fragments(dtype, method):
     rng = np.random.default_rng(3)
     data = (rng.lognormal(0, 2, 200_000) * (1 if dtype != np.int64 else 1000)).astype(dtype)
-    options = dict(max_vocabulary=10, quantile_k=200, quantiles=method, quantile_sample=20_000)
+    options = {"max_vocabulary": 10, "quantile_k": 200, "quantiles": method, "quantile_sample": 20_000}
     total = ColumnAccumulator("x", "numeric", str(np.dtype(dtype)), **options)
     parts = list(enumerate(np.array_split(data, 13)))
     for index, part in parts[::-1]:  # merge order does not matter for the sample

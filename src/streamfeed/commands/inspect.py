@@ -1,4 +1,7 @@
-"""``streamfeed inspect``: what is in a dataset and what will hurt training; ``--quality`` adds one pass over the data."""
+"""``streamfeed inspect``: what is in a dataset and what will hurt training.
+
+``--quality`` adds one pass over the data.
+"""
 
 from __future__ import annotations
 

@@ -53,15 +53,15 @@ def run(args: argparse.Namespace) -> int:
 
     source_format = args.format or detect_format(args.source)
     dataset = reader_for(source_format)(args.source, on_error=args.on_error)
-    options = dict(
-        columns=_names(args.columns) or None,
-        categorical=_names(args.categorical),
-        label=args.label,
-        max_vocabulary=args.max_vocabulary,
-        quantiles=args.quantiles,
-        distinct=args.distinct,
-        threads=args.threads,
-    )
+    options = {
+        "columns": _names(args.columns) or None,
+        "categorical": _names(args.categorical),
+        "label": args.label,
+        "max_vocabulary": args.max_vocabulary,
+        "quantiles": args.quantiles,
+        "distinct": args.distinct,
+        "threads": args.threads,
+    }
     with progress(len(dataset.source.fragments), "stats", unit="fragments") as advance:
         stats = compute_stats(dataset, progress=lambda done, total: advance(), **options)
     stats.save(args.output)

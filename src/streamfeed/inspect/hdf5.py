@@ -21,8 +21,8 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int |
     for file_index, file in enumerate(files):
         tree: list[dict] = []
         with h5py.File(file, "r") as handle:
-
-            def visit(name: str, obj) -> None:
+            # called only by visititems below, within this iteration; the loop variables are bound explicitly
+            def visit(name: str, obj, tree=tree, file_index=file_index, file=file) -> None:
                 if isinstance(obj, h5py.Group):
                     tree.append({"path": "/" + name, "kind": "group", "members": len(obj)})
                     return

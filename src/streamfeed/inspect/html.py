@@ -15,7 +15,13 @@ import numpy as np
 
 from .report import InspectReport
 
-_STYLE = "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left;vertical-align:top}.warn{background:#fff4d6;padding:.4em;margin:.3em 0}svg text{font-size:11px}"
+_STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:70em}"
+    "table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left;vertical-align:top}"
+    ".warn{background:#fff4d6;padding:.4em;margin:.3em 0}"
+    "svg text{font-size:11px}"
+)
 
 
 def _table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None) -> str:
@@ -40,7 +46,9 @@ def bar_chart(title: str, labels: Sequence[str], counts: Sequence[float]) -> str
         y = 20 + 18 * index
         width = 300 * count / top
         bars.append(
-            f'<text x="0" y="{y + 12}">{html.escape(str(label))[:28]}</text><rect x="180" y="{y}" width="{width:.1f}" height="14" fill="#4a7ebb"/><text x="{185 + width:.1f}" y="{y + 12}">{count:,.0f}</text>'
+            f'<text x="0" y="{y + 12}">{html.escape(str(label))[:28]}</text>'
+            f'<rect x="180" y="{y}" width="{width:.1f}" height="14" fill="#4a7ebb"/>'
+            f'<text x="{185 + width:.1f}" y="{y + 12}">{count:,.0f}</text>'
         )
     return f'<h3>{html.escape(title)}</h3><svg width="560" height="{height}">{"".join(bars)}</svg>'
 
@@ -57,7 +65,8 @@ def to_html(report: InspectReport) -> str:
     """The whole page as a string."""
     data = report.to_dict()
     parts = [
-        f"<!doctype html><meta charset=utf-8><title>streamfeed inspect {html.escape(report.path)}</title><style>{_STYLE}</style>"
+        f"<!doctype html><meta charset=utf-8><title>streamfeed inspect {html.escape(report.path)}</title>"
+        f"<style>{_STYLE}</style>"
     ]
     parts.append(f"<h1>{html.escape(report.path)}</h1>")
     summary = [

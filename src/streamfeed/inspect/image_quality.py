@@ -148,10 +148,12 @@ def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, thr
             )
     if blurry:
         report.warnings.append(
-            f"{len(blurry)} image(s) are much blurrier than the median (variance of the Laplacian < {BLURRY_SHARE:.0%} of {median_blur:.0f}), e.g. {blurry[0]['path']}"
+            f"{len(blurry)} image(s) are much blurrier than the median "
+            f"(variance of the Laplacian < {BLURRY_SHARE:.0%} of {median_blur:.0f}), e.g. {blurry[0]['path']}"
         )
     if duplicates:
         report.warnings.append(
-            f"{report.duplicates['estimated']} duplicate file(s) in {len(duplicates)} group(s), e.g. {', '.join(os.path.basename(p) for p in duplicates[0][:3])}"
+            f"{report.duplicates['estimated']} duplicate file(s) in {len(duplicates)} group(s), "
+            f"e.g. {', '.join(os.path.basename(p) for p in duplicates[0][:3])}"
         )
     return report

@@ -103,7 +103,10 @@ def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int
             where=root,
             found=", ".join(f"{mode}: {count}" for mode, count in modes.most_common())
             + (f"; {deep} are more than 8 bits per channel" if deep else ""),
-            fix="decoding converts every image to one mode (channels=3, dtype=...); check that 16-bit images are scaled as intended",
+            fix=(
+                "decoding converts every image to one mode (channels=3, dtype=...); "
+                "check that 16-bit images are scaled as intended"
+            ),
         )
 
 

@@ -115,7 +115,10 @@ def _check_drift(report: InspectReport, files: list[str], schemas: list[pa.Schem
             f"{len(differences)} of {len(files)} files have a different schema than the first",
             where=files[0],
             found="; ".join(differences[:5]),
-            fix="rewrite the files with one schema (`streamfeed convert` unifies types losslessly where it can); missing columns are read as nulls",
+            fix=(
+                "rewrite the files with one schema (`streamfeed convert` unifies types losslessly where it can); "
+                "missing columns are read as nulls"
+            ),
         )
 
 
@@ -170,6 +173,9 @@ def _check_row_groups(
             "row_group_too_large",
             "Row groups are too large for the memory limit (streamfeed never splits a row group)",
             where=f"{file}, row group {index}",
-            found=f"{int(rows[largest]):,} rows x {row_bytes:,.0f} bytes = {rows[largest] * row_bytes / 2**20:,.0f} MiB per row group; limit {limit / 2**20:,.0f} MiB",
+            found=(
+                f"{int(rows[largest]):,} rows x {row_bytes:,.0f} bytes = "
+                f"{rows[largest] * row_bytes / 2**20:,.0f} MiB per row group; limit {limit / 2**20:,.0f} MiB"
+            ),
             fix="rewrite with smaller row groups (`streamfeed convert` sizes them by row width), or raise memory_limit",
         )

@@ -101,12 +101,14 @@ def render_quality(quality: dict, console: Any = None) -> None:
         label = quality["label"]
         if label.get("kind") == "continuous":
             console.print(
-                f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, range {label['min']:.4g} to {label['max']:.4g}",
+                f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, "
+                f"range {label['min']:.4g} to {label['max']:.4g}",
                 highlight=False,
             )
         elif "counts" in label:
             console.print(
-                f"label {label['column']!r}: {_short(label['counts'], 120)}; imbalance ratio {label['imbalance_ratio']:.1f}",
+                f"label {label['column']!r}: {_short(label['counts'], 120)}; "
+                f"imbalance ratio {label['imbalance_ratio']:.1f}",
                 highlight=False,
             )
         else:

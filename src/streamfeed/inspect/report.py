@@ -28,7 +28,9 @@ _INDEX_NAME = re.compile(r"^(__index_level_\d+__|Unnamed: ?0|index|level_0)$", r
 class InspectWarning:
     """One thing that will hurt training: a stable ``code`` and a message with the fix."""
 
-    code: str  # index_column, schema_drift, row_group_too_large, tiny_files, rare_class, unreadable_files, mixed_image_modes
+    # one of: index_column, schema_drift, row_group_too_large, tiny_files, rare_class, unreadable_files,
+    # mixed_image_modes
+    code: str
     message: str
 
 
@@ -128,7 +130,10 @@ def add_files(report: InspectReport, paths: Sequence[str], sizes: Sequence[int])
             f"{tiny} of {len(sizes)} files are smaller than {TINY_FILE_BYTES >> 20} MiB",
             where=report.path,
             found=f"median file size {int(np.median(sizes)):,} bytes",
-            fix="opening a file costs more than reading it; merge them with `streamfeed convert` into shards of 100 MiB or more",
+            fix=(
+                "opening a file costs more than reading it; "
+                "merge them with `streamfeed convert` into shards of 100 MiB or more"
+            ),
         )
 
 

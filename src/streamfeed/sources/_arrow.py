@@ -60,6 +60,10 @@ class ColumnPolicy:
         return value
 
 
+DEFAULT_POLICY = ColumnPolicy()
+"""The default policy (nulls raise), shared: a ColumnPolicy is immutable."""
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a table came from, for error messages: file, row group, first row."""

@@ -109,6 +109,9 @@ def _quote_error(path: str, exc: UnbalancedQuote) -> DataError:
             f"A CSV file has {exc}",
             where=f"{path}, line {exc.line}",
             expected="quotes only around whole fields, closed before the end of the file",
-            fix="quote the whole field (and double quotes inside it), or pass quote_char=None if the file does not quote fields",
+            fix=(
+                "quote the whole field (and double quotes inside it), "
+                "or pass quote_char=None if the file does not quote fields"
+            ),
         )
     )

@@ -45,7 +45,10 @@ class _CsvWhere(Where):
 
 @dataclass(frozen=True)
 class CsvFragment:
-    """Whole records ``[start, end)`` of one file (decompressed bytes for gzip; ``end=None``: to the end of a bz2/zstd stream)."""
+    """Whole records ``[start, end)`` of one file.
+
+    Offsets are decompressed bytes for gzip; ``end=None``: to the end of a bz2/zstd stream.
+    """
 
     key: str
     num_rows: int
@@ -129,7 +132,10 @@ class CsvFragment:
                     "Could not read a CSV file",
                     where=f"{self.path}, {self.location}",
                     found=f"{type(exc).__name__}: {exc}",
-                    fix="check the file (a truncated compressed file fails here), or pass on_error='skip' to leave it out",
+                    fix=(
+                        "check the file (a truncated compressed file fails here), "
+                        "or pass on_error='skip' to leave it out"
+                    ),
                 )
             ) from exc
         if table.num_rows + len(invalid) != self.num_rows:

@@ -200,7 +200,8 @@ def _check_one_column(record: list[str], text: str, path: str, delimiter: str) -
         shown = {"\t": "\\t"}.get(others[0], others[0])
         raise SchemaError(
             describe(
-                f"The first line of a CSV file parses into one column with delimiter {delimiter!r}, but it contains {others[0]!r}",
+                f"The first line of a CSV file parses into one column with delimiter {delimiter!r}, "
+                f"but it contains {others[0]!r}",
                 where=f"{path}, line 1",
                 found=repr(text.rstrip("\r\n")[:200]),
                 fix=f"pass delimiter='{shown}' (pandas would read this file as one column of garbage)",

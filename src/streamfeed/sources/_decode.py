@@ -183,7 +183,8 @@ def decode(data: bytes, spec: DecodeSpec, decoder: str = "pillow") -> np.ndarray
         raise
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
         raise ImageDecodeError(
-            f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): {type(exc).__name__}: {exc}"
+            f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): "
+            f"{type(exc).__name__}: {exc}"
         ) from exc
     finally:
         image.close()

@@ -94,7 +94,10 @@ class Inflater:
     """Decompresses forward from a checkpoint, in pieces of bounded size."""
 
     def __init__(self, read: Read, *, wbits: int = GZIP, at: Checkpoint = START, limit: int | None = None) -> None:
-        """``read`` reads compressed bytes from ``at.in_offset`` on (the caller seeks); ``limit``: the stream's end offset."""
+        """``read`` reads compressed bytes from ``at.in_offset`` on (the caller seeks).
+
+        ``limit``: the stream's end offset.
+        """
         self._read = read
         self._wbits = wbits
         self._limit = limit
@@ -113,7 +116,8 @@ class Inflater:
                     if self._decompressor.eof or not self._started:
                         return b""
                     raise InflateError(
-                        f"the compressed stream is truncated: it ends at decompressed byte {self.out_offset}, before its end marker"
+                        "the compressed stream is truncated: "
+                        f"it ends at decompressed byte {self.out_offset}, before its end marker"
                     )
             if self._decompressor.eof:
                 if self._wbits != GZIP:
@@ -154,7 +158,10 @@ class Inflater:
 
 
 def blocks(read: Read, size: int, *, wbits: int = GZIP) -> Iterator[tuple[Checkpoint, bytes]]:
-    """A whole stream in decompressed blocks of ``size`` (the last may be shorter), each with the checkpoint at its start."""
+    """A whole stream in decompressed blocks of ``size`` (the last may be shorter).
+
+    Each block comes with the checkpoint at its start.
+    """
     inflater = Inflater(read, wbits=wbits)
     while True:
         before = inflater.checkpoint()

@@ -55,7 +55,7 @@ from ..errors import (
     describe,
 )
 from . import _inflate
-from ._arrow import ColumnPolicy
+from ._arrow import DEFAULT_POLICY, ColumnPolicy
 from ._csv_files import (
     _BOM,
     _CACHE_VERSION,
@@ -120,7 +120,7 @@ class CsvSource:
         columns: Sequence[str] | None = None,
         fragment_bytes: int = DEFAULT_FRAGMENT_BYTES,
         filesystem: pafs.FileSystem | None = None,
-        policy: ColumnPolicy = ColumnPolicy(),
+        policy: ColumnPolicy = DEFAULT_POLICY,
         count_cache: bool = True,
         report: BadInputReport | None = None,
         threads: int = 4,
@@ -364,8 +364,9 @@ class CsvSource:
             checkpoints.append(self._gzip_checkpoints(path, [split.start for split in splits]))
         elif _whole(codec) and splits and splits[-1].end > self._fragment_bytes:
             logger.warning(
-                "%s is %s-compressed: it is read as one fragment of %.1f MiB decompressed (fragment_bytes is %.1f MiB), "
-                "held whole in memory while it is read; recompress it with gzip or split it into smaller files",
+                "%s is %s-compressed: it is read as one fragment of %.1f MiB decompressed "
+                "(fragment_bytes is %.1f MiB), held whole in memory while it is read; "
+                "recompress it with gzip or split it into smaller files",
                 path, codec, splits[-1].end / 2**20, self._fragment_bytes / 2**20,
             )  # fmt: skip
         sample = _sample_types(

@@ -189,9 +189,13 @@ def _check_filters(dataset: Any, path: str) -> None:
             label = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
             raise MissingDependencyError(
                 describe(
-                    f"Dataset {dataset.name} is compressed with HDF5 filter {code} ({label}), which this h5py cannot decode",
+                    f"Dataset {dataset.name} is compressed with HDF5 filter {code} ({label}), "
+                    "which this h5py cannot decode",
                     where=path,
-                    fix="pip install hdf5plugin and 'import hdf5plugin' before reading (it registers blosc, lz4, zstd, bitshuffle, ...)",
+                    fix=(
+                        "pip install hdf5plugin and 'import hdf5plugin' before reading "
+                        "(it registers blosc, lz4, zstd, bitshuffle, ...)"
+                    ),
                 )
             )
 
@@ -324,7 +328,10 @@ class HDF5Fragment:
                     "Could not read rows of an HDF5 file",
                     where=f"{self.path}, datasets {[c.label for c in self._columns]}, {self.location}",
                     found=f"{type(exc).__name__}: {exc}",
-                    fix="check the file (h5dump, or h5py), or pass on_error='skip' to leave these rows out and report them",
+                    fix=(
+                        "check the file (h5dump, or h5py), "
+                        "or pass on_error='skip' to leave these rows out and report them"
+                    ),
                 )
             ) from exc
 
@@ -400,8 +407,7 @@ class HDF5Source:
         """Resolves the columns in one open file; returns its rows and chunk rows per dataset."""
         catalog = _catalog(handle)
         listing = (
-            ", ".join(f"{key} {entry.dtype}{list((entry.rows, *entry.shape))}" for key, entry in catalog.items())
-            or "none"
+            ", ".join(f"{key} {entry.dtype}{[entry.rows, *entry.shape]}" for key, entry in catalog.items()) or "none"
         )
         if self._requested is None:
             chosen = {entry.default_name: entry for entry in catalog.values() if entry.default}
@@ -453,7 +459,8 @@ class HDF5Source:
             if column.dtype.hasobject or column.dtype.kind in "OV":
                 raise SchemaError(
                     describe(
-                        f"Column {column.name!r} ({column.label}) has dtype {column.dtype}, which is not a fixed-size NumPy type",
+                        f"Column {column.name!r} ({column.label}) has dtype {column.dtype}, "
+                        "which is not a fixed-size NumPy type",
                         where=path,
                         fix="store variable-length data as fixed-size arrays (pad), or leave this column out",
                     )
@@ -469,7 +476,10 @@ class HDF5Source:
                     describe(
                         "Files have different datasets",
                         where=path,
-                        expected=f"columns {[c.name for c in self._columns]} as in {self.files[0] if self.files else 'the first file'}",
+                        expected=(
+                            f"columns {[c.name for c in self._columns]} "
+                            f"as in {self.files[0] if self.files else 'the first file'}"
+                        ),
                         found=f"{[c.name for c in columns]}",
                         fix="name the columns explicitly: columns={...}",
                     )

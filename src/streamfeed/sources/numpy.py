@@ -224,7 +224,10 @@ def npy_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
                 f"{label} holds an object array (dtype {dtype}), which streamfeed never unpickles",
                 where=label,
                 expected="a numeric, boolean or fixed-width string dtype",
-                fix="convert it to a fixed-size dtype (e.g. np.asarray(a, dtype=np.float32), or pad strings to 'U<n>') and save again",
+                fix=(
+                    "convert it to a fixed-size dtype (e.g. np.asarray(a, dtype=np.float32), "
+                    "or pad strings to 'U<n>') and save again"
+                ),
             )
         )
     if len(shape) == 0:
@@ -323,7 +326,8 @@ def _open_member(path: str, member: str, info: zipfile.ZipInfo) -> _Array:
     if fortran and shape[0] * array.row_bytes > MAX_WHOLE_MEMBER_BYTES and len(shape) > 1:
         raise SchemaError(
             describe(
-                "A compressed Fortran-order .npz member is too large to stream: its rows are not contiguous in the stream",
+                "A compressed Fortran-order .npz member is too large to stream: "
+                "its rows are not contiguous in the stream",
                 where=label,
                 expected=f"at most {MAX_WHOLE_MEMBER_BYTES} bytes for a member read whole",
                 found=f"{shape[0] * array.row_bytes} bytes, shape {shape}",
@@ -467,7 +471,10 @@ class NumpySource:
                         "Arrays paired as rows have different lengths",
                         where=f"{first.label} and {array.label}",
                         expected="the same number of rows (shape[0]) in every array of a group",
-                        found=f"{first_name!r} {first.label} has {first.rows} rows, {name!r} {array.label} has {array.rows} rows",
+                        found=(
+                            f"{first_name!r} {first.label} has {first.rows} rows, "
+                            f"{name!r} {array.label} has {array.rows} rows"
+                        ),
                         fix="fix the files; streamfeed never truncates to the shorter array",
                     )
                 )
@@ -500,7 +507,7 @@ class NumpySource:
                     *array.member_size,
                     [array.header_bytes + s * array.row_bytes for s in starts] + [array.header_bytes],
                 )
-        for name, array in opened:
+        for _, array in opened:
             if array.path not in self.files:
                 self.files.append(array.path)
         path = opened[0][1].path

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
-from ._arrow import ColumnPolicy, Where, table_to_chunk
+from ._arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ._paths import PathLike, file_digest, resolve_files
 from ._schema import unify
 
@@ -139,7 +139,7 @@ class ParquetSource:
         columns: Sequence[str] | None = None,
         filter: Any = None,  # noqa: A002 - pyarrow's own name for it
         filesystem: pafs.FileSystem | None = None,
-        policy: ColumnPolicy = ColumnPolicy(),
+        policy: ColumnPolicy = DEFAULT_POLICY,
         report: BadInputReport | None = None,
         threads: int = 8,
     ) -> None:

@@ -119,7 +119,10 @@ def _scan_plain(stream: Any, path: str, size: int, fragment_bytes: int) -> FileI
         if not good:
             what = "the length field's CRC does not match"
             if records == 0:
-                what += " in the very first record: this is not a TFRecord file, or it is compressed (pass compression='GZIP')"
+                what += (
+                    " in the very first record: this is not a TFRecord file, "
+                    "or it is compressed (pass compression='GZIP')"
+                )
             problem = fmt.FramingProblem(records, position, what, None)
             break
         end = position + fmt.HEADER_BYTES + length + fmt.FOOTER_BYTES
@@ -359,7 +362,8 @@ class TFRecordFragment:
                     shape = image.shape
                 elif image.shape != shape:
                     errors[row] = (
-                        f"feature {name!r} decodes to an image of shape {image.shape}, the others to {shape} (give decode_images={{{name!r}: (height, width, channels)}} to resize)"
+                        f"feature {name!r} decodes to an image of shape {image.shape}, the others to {shape} "
+                        f"(give decode_images={{{name!r}: (height, width, channels)}} to resize)"
                     )
                     continue
                 decoded[row] = image
@@ -393,7 +397,10 @@ class TFRecordFragment:
                 )
             )
         for row in sorted(errors):
-            location = f"record {self.first_record + row} (byte offset {'decompressed ' if self.compressed else ''}{offset(row)})"
+            location = (
+                f"record {self.first_record + row} "
+                f"(byte offset {'decompressed ' if self.compressed else ''}{offset(row)})"
+            )
             self._decoder.report.add(SkippedUnit(self.path, location, errors[row], 1))
         keep = np.ones(self.num_rows, dtype=bool)
         keep[list(errors)] = False
@@ -493,7 +500,10 @@ class TFRecordSource:
             "A TFRecord file is damaged: its framing cannot be followed past this point",
             where=_where(index.path, problem.index, problem.offset, index.compressed),
             found=f"{problem.problem}; {rest} are unreadable ({count}); {problem.index} records before it are intact",
-            fix="rewrite or re-download the file, or pass on_error='skip' to read the intact records and report the rest",
+            fix=(
+                "rewrite or re-download the file, "
+                "or pass on_error='skip' to read the intact records and report the rest"
+            ),
         )
         self.report.reject(CorruptFileError(message), path=index.path, location=rest, rows=problem.records_lost)
 
