@@ -12,7 +12,8 @@ part of a scenario reports even when another part fails.
 
 Scenarios:
     basic   fit/evaluate/predict, dict inputs, validation messages,
-            last_batch="pad", and epochs of one and two batches.
+            last_batch="pad", epochs of one and two batches, and the calls
+            Keras makes on a plain PyDataset (peek_calls).
     resume  one training run of the resume test: ``full`` (uninterrupted),
             ``crash`` (checkpoints, then ``os._exit(17)`` at a given batch)
             or ``resume`` (a new process continuing from the checkpoint).
@@ -115,11 +116,11 @@ def recorder_class():
     return Recorder
 
 
-def epoch_ids(dataset, epoch: int, start=None) -> list[int]:
-    """Ids of one epoch of a packed pipeline, by iterating it directly."""
+def epoch_ids(dataset, epoch: int = 0, state=None) -> list[int]:
+    """Ids of one epoch of a packed pipeline (from ``state`` if given), by iterating it directly."""
     from streamfeed.keras.packing import IDS
 
-    with dataset.iter_epoch(epoch, start) as stream:
+    with dataset.iter_epoch(epoch, state=state) as stream:
         return [int(i) for batch in stream for i in batch[IDS]]
 
 
@@ -128,7 +129,13 @@ def caught(fn):
     try:
         return {"ok": True, "value": fn()}
     except Exception as exc:  # reported, asserted on by the test
-        return {"ok": False, "type": type(exc).__name__, "module": type(exc).__module__, "message": str(exc), "traceback": traceback.format_exc()[-3000:]}
+        return {
+            "ok": False,
+            "type": type(exc).__name__,
+            "module": type(exc).__module__,
+            "message": str(exc),
+            "traceback": traceback.format_exc()[-3000:],
+        }
 
 
 class Warnings:
@@ -165,11 +172,59 @@ def scenario_basic(args: dict) -> dict:
     for rows in (2 * 64, 64):  # epochs of two batches and of one batch
         small = write_data(str(Path(args["data"]).with_name(f"small-{rows}.parquet")), rows=rows, row_group=rows // 8)
         out[f"tiny_{rows // 64}"] = caught(lambda small=small: tiny_epochs(small, batch=64))
+    out["peek_calls"] = caught(lambda: keras_calls(batches=1, epochs=2))
     return out
+
+
+def keras_calls(*, batches: int, epochs: int) -> list[str]:
+    """What Keras calls on a plain ``PyDataset`` and on its callbacks while an unbuilt model fits.
+
+    ``nb``: ``num_batches`` read; ``get<i>``: ``__getitem__(i)``; ``BEGIN``/``END``:
+    ``PyDataset.on_epoch_begin``/``on_epoch_end``, ``END(reset)`` when
+    :func:`streamfeed.keras._keras_internals.called_from_epoch_reset` saw
+    Keras's ``EpochIterator.reset`` on the stack; ``begin<e>``,
+    ``batch_end<b>``, ``epoch_end<e>``: Keras's callbacks. The evidence for
+    (and canary of) the one Keras internal the adapter relies on.
+    """
+    import keras
+
+    from streamfeed.keras._keras_internals import called_from_epoch_reset
+
+    calls: list[str] = []
+
+    class Probe(keras.utils.PyDataset):
+        @property
+        def num_batches(self):
+            calls.append("nb")
+            return batches
+
+        def __getitem__(self, index):
+            calls.append(f"get{index}")
+            return np.ones((4, len(FEATURES)), "float32"), np.ones((4, 1), "float32")
+
+        def on_epoch_begin(self):
+            calls.append("BEGIN")
+
+        def on_epoch_end(self):
+            calls.append("END(reset)" if called_from_epoch_reset() else "END")
+
+    class Calls(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            calls.append(f"begin{epoch}")
+
+        def on_train_batch_end(self, batch, logs=None):
+            calls.append(f"batch_end{batch}")
+
+        def on_epoch_end(self, epoch, logs=None):
+            calls.append(f"epoch_end{epoch}")
+
+    dense_model().fit(Probe(), epochs=epochs, verbose=0, callbacks=[Calls()])
+    return calls
 
 
 def fit_evaluate_predict(path: str, data: dict) -> dict:
     import keras
+
     import streamfeed as sf
 
     pipeline = sf.read_parquet(path)
@@ -224,17 +279,24 @@ def dict_model():
 
 def dict_inputs(path: str, data: dict) -> dict:
     import keras
+
     import streamfeed as sf
 
     model = dict_model()
     reshape = lambda c: {**c, "f0": c["f0"].reshape(-1, 1), "f3": c["f3"].reshape(-1, 1)}  # noqa: E731
     pipeline = sf.read_parquet(path).map(reshape, name="columns_2d")
-    train = pipeline.shuffle(SEED, window=WINDOW).batch(BATCH).to_keras(features=["f0", "f3"], label="y", inputs="dict", model=model)
+    train = (
+        pipeline.shuffle(SEED, window=WINDOW)
+        .batch(BATCH)
+        .to_keras(features=["f0", "f3"], label="y", inputs="dict", model=model)
+    )
     history = model.fit(train, epochs=2, verbose=0)
     with train:
         first = train[0]
     # The trained weights of f0 and f3 differ, so predictions tell if columns reach the right input.
-    predicted = np.asarray(model.predict(pipeline.batch(BATCH).to_keras(features=["f0", "f3"], inputs="dict"), verbose=0))
+    predicted = np.asarray(
+        model.predict(pipeline.batch(BATCH).to_keras(features=["f0", "f3"], inputs="dict"), verbose=0)
+    )
     direct = keras.ops.convert_to_numpy(model({name: data[name].reshape(-1, 1) for name in ("f0", "f3")}))
     return {
         "losses": [float(v) for v in history.history["loss"]],
@@ -255,6 +317,7 @@ def wrong_width(path: str) -> dict:
 
 def wrong_dict_name(path: str) -> dict:
     import keras
+
     import streamfeed as sf
 
     keras.utils.set_random_seed(0)
@@ -319,12 +382,14 @@ def scenario_resume(args: dict) -> dict:
     after printing what was seen so far).
     """
     import keras
+
     import streamfeed as sf
-    from streamfeed import Position
     from streamfeed.keras import DataCheckpoint
 
     path = write_data(args["data"])
-    train = sf.read_parquet(path).shuffle(SEED, window=WINDOW).batch(BATCH).to_keras(features=FEATURES, label="y", ids="id")
+    train = (
+        sf.read_parquet(path).shuffle(SEED, window=WINDOW).batch(BATCH).to_keras(features=FEATURES, label="y", ids="id")
+    )
     model = dense_model(steps_per_execution=args["spe"])
     recorder = recorder_class()(train)
     callbacks: list = [recorder]
@@ -334,8 +399,10 @@ def scenario_resume(args: dict) -> dict:
         state_path = Path(directory) / "data_state.json"
         if state_path.exists():  # resuming: where does the saved state point?
             state = json.loads(state_path.read_text())
-            epoch, position = state["data"]["epoch"], Position.from_dict(state["data"])
-            out.update(saved_state=state, tail_from_state=epoch_ids(train.dataset, epoch, position), full_epoch=epoch_ids(train.dataset, epoch))
+            tail = epoch_ids(train.dataset, state=state["data"])
+            out.update(
+                saved_state=state, tail_from_state=tail, full_epoch=epoch_ids(train.dataset, state["data"]["epoch"])
+            )
         ckpt = DataCheckpoint(train, directory, every=args["every"])
         callbacks.insert(0, ckpt)  # saves before the other callbacks see the batch
         out["initial_epoch"] = ckpt.initial_epoch

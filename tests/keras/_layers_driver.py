@@ -48,7 +48,12 @@ def caught(fn):
     try:
         return {"ok": True, "value": fn()}
     except Exception as exc:  # reported to the test
-        return {"ok": False, "type": type(exc).__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-2500:]}
+        return {
+            "ok": False,
+            "type": type(exc).__name__,
+            "message": str(exc)[:2000],
+            "traceback": traceback.format_exc()[-2500:],
+        }
 
 
 def numpy_of(layer_output) -> np.ndarray:
@@ -60,6 +65,7 @@ def numpy_of(layer_output) -> np.ndarray:
 # -------------------------------------------------------------- equivalence
 def normalization_vs_adapt(stats, data) -> dict:
     import keras
+
     from streamfeed.keras.layers import normalization_layer
 
     matrix = np.stack([data[f] for f in FEATURES], axis=1)
@@ -72,12 +78,15 @@ def normalization_vs_adapt(stats, data) -> dict:
     probe = matrix[:50] * 1.5
     return {
         "max_diff": float(np.max(np.abs(numpy_of(ours(probe)) - numpy_of(adapted(probe))))),
-        "single_max_diff": float(np.max(np.abs(numpy_of(single(probe[:, 3:])) - numpy_of(single_adapted(probe[:, 3:]))))),
+        "single_max_diff": float(
+            np.max(np.abs(numpy_of(single(probe[:, 3:])) - numpy_of(single_adapted(probe[:, 3:]))))
+        ),
     }
 
 
 def discretization_vs_adapt(stats, data) -> dict:
     import keras
+
     from streamfeed.keras.layers import discretization_layer
 
     ours = discretization_layer(stats, "f1", num_bins=BINS)
@@ -98,6 +107,7 @@ def discretization_vs_adapt(stats, data) -> dict:
 
 def integer_lookup_vs_adapt(stats, data) -> dict:
     import keras
+
     from streamfeed.keras.layers import integer_lookup_layer
 
     ours = integer_lookup_layer(stats, "code")
@@ -118,6 +128,7 @@ def integer_lookup_vs_adapt(stats, data) -> dict:
 
 def string_lookup_vs_adapt(stats, data) -> dict:
     import keras
+
     from streamfeed.keras.layers import string_lookup_layer
 
     ours = string_lookup_layer(stats, "city")
@@ -130,6 +141,7 @@ def string_lookup_vs_adapt(stats, data) -> dict:
 # ------------------------------------------------------------------ models
 def numeric_model(stats):
     import keras
+
     from streamfeed.keras.layers import discretization_layer, normalization_layer
 
     keras.utils.set_random_seed(0)
@@ -147,6 +159,7 @@ def numeric_model(stats):
 
 def lookup_model(stats):
     import keras
+
     from streamfeed.keras.layers import integer_lookup_layer
 
     keras.utils.set_random_seed(0)
@@ -158,7 +171,9 @@ def lookup_model(stats):
     return model
 
 
-def fit_save_reload(build, dataset, features, data, directory: Path, name: str, *, dtype: str = "float32", run_eagerly: bool = False) -> dict:
+def fit_save_reload(
+    build, dataset, features, data, directory: Path, name: str, *, dtype: str = "float32", run_eagerly: bool = False
+) -> dict:
     import keras
 
     model = build()
@@ -172,7 +187,10 @@ def fit_save_reload(build, dataset, features, data, directory: Path, name: str, 
     model.save(path)
     reloaded = keras.saving.load_model(path)
     after = numpy_of(reloaded.predict(raw, verbose=0))
-    return {"losses": [float(v) for v in history.history["loss"]], "reload_max_diff": float(np.max(np.abs(before - after)))}
+    return {
+        "losses": [float(v) for v in history.history["loss"]],
+        "reload_max_diff": float(np.max(np.abs(before - after))),
+    }
 
 
 def string_model_fit(stats, dataset, data, directory: Path) -> dict:
@@ -184,6 +202,7 @@ def string_model_fit(stats, dataset, data, directory: Path) -> dict:
     for serving.
     """
     import keras
+
     from streamfeed.keras.layers import string_lookup_layer
     from streamfeed.transforms.stats import vocabulary_lookup
 
@@ -192,12 +211,18 @@ def string_model_fit(stats, dataset, data, directory: Path) -> dict:
     embedded = keras.layers.Flatten()(keras.layers.Embedding(len(CITIES) + 1, 4)(ids))
     core = keras.Model(ids, keras.layers.Dense(3, activation="softmax")(embedded))
     core.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
-    train = dataset.map(vocabulary_lookup(stats, "city")).batch(BATCH).to_keras(features=["city"], label="y", inputs="dict", dtype="int64")
+    train = (
+        dataset.map(vocabulary_lookup(stats, "city"))
+        .batch(BATCH)
+        .to_keras(features=["city"], label="y", inputs="dict", dtype="int64")
+    )
     history = core.fit(train, epochs=2, verbose=0)
     text = keras.Input(shape=(1,), name="city", dtype="string")
     serving = keras.Model(text, core(string_lookup_layer(stats, "city")(text)))
     raw = np.array(list(data["city"][:100]) + ["paris"], dtype=str).reshape(-1, 1)
-    expected = numpy_of(core.predict(vocabulary_lookup(stats, "city")({"city": raw.ravel()})["city"].reshape(-1, 1), verbose=0))
+    expected = numpy_of(
+        core.predict(vocabulary_lookup(stats, "city")({"city": raw.ravel()})["city"].reshape(-1, 1), verbose=0)
+    )
     import tensorflow as tf  # predict() refuses NumPy text; a tf.string tensor is the raw input
 
     before = numpy_of(serving(tf.constant(raw)))
@@ -213,7 +238,6 @@ def string_model_fit(stats, dataset, data, directory: Path) -> dict:
 
 def class_weight_paths(stats, dataset) -> dict:
     """fit(class_weight=...) on a KerasDataset equals fit on the pipeline's per-row weights."""
-    import keras
     from streamfeed.sampling import class_weights, with_class_weights
 
     weights = class_weights(stats)
@@ -224,11 +248,15 @@ def class_weight_paths(stats, dataset) -> dict:
         source = fit_options.pop("source", dataset)
         data = source.batch(BATCH).to_keras(features=FEATURES, label="y", inputs="dict", **options)
         history = model.fit(data, epochs=2, verbose=0, shuffle=False, **fit_options)
-        return [float(v) for v in history.history["loss"]], [np.asarray(w).ravel().tolist() for w in model.get_weights()]
+        return [float(v) for v in history.history["loss"]], [
+            np.asarray(w).ravel().tolist() for w in model.get_weights()
+        ]
 
     plain_loss, plain = train()
     cw_loss, by_class_weight = train(class_weight={int(k): float(v) for k, v in weights.items()})
-    sw_loss, by_sample_weight = train(source=dataset.map(with_class_weights(stats, "y")), to_keras={"sample_weight": "weight"})
+    sw_loss, by_sample_weight = train(
+        source=dataset.map(with_class_weights(stats, "y")), to_keras={"sample_weight": "weight"}
+    )
     flat = lambda ws: np.concatenate([np.asarray(w) for w in ws])  # noqa: E731
     return {
         "weights": {str(k): v for k, v in weights.items()},
@@ -258,10 +286,25 @@ def main() -> None:
     out["discretization"] = caught(lambda: discretization_vs_adapt(stats, data))
     out["integer_lookup"] = caught(lambda: integer_lookup_vs_adapt(stats, data))
     out["string_lookup"] = caught(lambda: string_lookup_vs_adapt(stats, data))
-    out["numeric_model"] = caught(lambda: fit_save_reload(lambda: numeric_model(stats), dataset, FEATURES, data, directory, "numeric"))
-    out["lookup_model"] = caught(lambda: fit_save_reload(lambda: lookup_model(stats), dataset, ["code"], data, directory, "lookup", dtype="int64"))
+    out["numeric_model"] = caught(
+        lambda: fit_save_reload(lambda: numeric_model(stats), dataset, FEATURES, data, directory, "numeric")
+    )
+    out["lookup_model"] = caught(
+        lambda: fit_save_reload(
+            lambda: lookup_model(stats), dataset, ["code"], data, directory, "lookup", dtype="int64"
+        )
+    )
     out["lookup_model_eager"] = caught(
-        lambda: fit_save_reload(lambda: lookup_model(stats), dataset, ["code"], data, directory, "lookup-eager", dtype="int64", run_eagerly=True)
+        lambda: fit_save_reload(
+            lambda: lookup_model(stats),
+            dataset,
+            ["code"],
+            data,
+            directory,
+            "lookup-eager",
+            dtype="int64",
+            run_eagerly=True,
+        )
     )
     if keras.backend.backend() == "tensorflow":
         out["string_model"] = caught(lambda: string_model_fit(stats, dataset, data, directory))

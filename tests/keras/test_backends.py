@@ -49,13 +49,17 @@ def run_driver(backend: str, scenario: str, args: dict, *, code: int = 0) -> dic
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(
         [sys.executable, str(DRIVER), scenario, json.dumps(args)],
-        env=env, capture_output=True, text=True, timeout=300, cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE,
     )
     where = f"{backend} {scenario} {args}: exit {proc.returncode}\n{proc.stderr[-4000:]}"
     assert proc.returncode == code, where
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no RESULT line from {where}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 class Runs:
@@ -82,7 +86,8 @@ class Runs:
         return self.once(("full", backend), lambda: run_driver(backend, "resume", self.resume_args()))
 
     def crash_and_resume(self, backend: str, *, spe: int, every: int, crash_after: int, crash_end: bool) -> list[dict]:
-        """A: killed mid-epoch 1; B: resumes (and, with ``crash_end``, is killed after epoch 2's last batch); C: resumes again."""
+        """A: killed mid-epoch 1; B: resumes (and, with ``crash_end``, is killed after epoch 2's last batch);
+        C: resumes again."""
         directory = self.directory / f"ckpt-{backend}-{spe}"
 
         def chain() -> list[dict]:
@@ -209,6 +214,21 @@ def test_epochs_of_one_or_two_batches_survive_keras_peeking(runs, backend, batch
     assert tiny["data_epoch"] == 3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_canary_keras_resets_after_its_peek(runs, backend):
+    """The Keras behaviour ``streamfeed.keras._keras_internals`` relies on, on each backend.
+
+    An unbuilt model fitting a one-batch ``PyDataset`` for two epochs: Keras
+    peeks, abandons the peek with ``EpochIterator.reset()`` (seen by the
+    check) before its first epoch, then ends two trained epochs (not seen).
+    """
+    calls = part(runs.basic(backend), "peek_calls")
+    assert [call for call in calls if call.startswith("END")] == ["END(reset)", "END", "END"], calls
+    assert calls.index("END(reset)") < calls.index("begin0"), calls
+    assert calls.count("batch_end0") == 2, calls
+    print(f"{backend}: {' '.join(calls)}")
+
+
 def check_resumed_epoch(resumed: dict, full: dict, *, trained_before: int, steps: list[int]) -> None:
     """The first epoch of a resumed run is the rest of the interrupted one, exactly."""
     state = resumed["saved_state"]
@@ -246,7 +266,11 @@ def test_resume_after_hard_crashes_equals_uninterrupted_run(runs, backend):
     assert crash["ids"] == full["epochs"][2]["ids"]
     # The epoch's data is done, so the checkpoint must resume at the next Keras epoch.
     assert crash["state_on_disk"]["keras_epoch"] == 3
-    assert {k: crash["state_on_disk"]["data"][k] for k in ("epoch", "unit", "offset")} == {"epoch": 3, "unit": 0, "offset": 0}
+    assert {k: crash["state_on_disk"]["data"][k] for k in ("epoch", "unit", "offset")} == {
+        "epoch": 3,
+        "unit": 0,
+        "offset": 0,
+    }
 
     # C resumed at epoch 3 and ran only that epoch.
     assert third["initial_epoch"] == 3

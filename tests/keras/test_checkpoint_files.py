@@ -16,7 +16,11 @@ from streamfeed.keras import checkpoint
 def trained(tmp_path):
     path = tmp_path / "d.parquet"
     rng = np.random.default_rng(0)
-    pq.write_table(pa.table({"a": rng.random(600, dtype=np.float32), "y": rng.random(600, dtype=np.float32)}), path, row_group_size=100)
+    pq.write_table(
+        pa.table({"a": rng.random(600, dtype=np.float32), "y": rng.random(600, dtype=np.float32)}),
+        path,
+        row_group_size=100,
+    )
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
     train = sf.read_parquet(path).shuffle(seed=1).batch(50).to_keras(label="y")

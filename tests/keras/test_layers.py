@@ -34,11 +34,15 @@ def reports(tmp_path_factory):
             env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
             proc = subprocess.run(
                 [sys.executable, str(DRIVER), json.dumps({"dir": str(directory / backend)})],
-                env=env, capture_output=True, text=True, timeout=600, cwd=HERE,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=HERE,
             )
             assert proc.returncode == 0, f"{backend}: exit {proc.returncode}\n{proc.stderr[-4000:]}"
             line = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1]
-            cache[backend] = json.loads(line[len("RESULT "):])
+            cache[backend] = json.loads(line[len("RESULT ") :])
             assert cache[backend]["backend"] == backend
         return cache[backend]
 

@@ -2,8 +2,8 @@
 
 from .adapter import KerasDataset
 from .checkpoint import DataCheckpoint
-from .monitor import InputStallMonitor
 from .layers import discretization_layer, integer_lookup_layer, normalization_layer, string_lookup_layer
+from .monitor import InputStallMonitor
 
 __all__ = [
     "DataCheckpoint",

@@ -12,55 +12,37 @@ used.
 Keras reads ahead of training (the TF backend through a prefetching
 tf.data pipeline, and it also peeks at batches to build the model), so the
 last batch served is not the last batch trained. The state after every
-served batch is kept, keyed by its number in the epoch; the checkpoint
-callback saves the entry of the last batch trained. Epochs advance only
+served batch is kept, keyed by its number in the epoch, and
+:meth:`KerasDataset.get_state` takes the number of batches trained (the
+checkpoint callback counts them in ``on_train_batch_end``). Epochs advance only
 when one was served completely after ``on_epoch_begin`` and Keras ended it
 (rather than abandoning it with ``EpochIterator.reset()``), so peeks
-restart the epoch instead of consuming it.
+restart the epoch instead of consuming it; the one Keras internal this
+needs lives in :mod:`._keras_internals`, which says why no public API
+suffices.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import logging
-import sys
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import keras
 import numpy as np
 
-from ..core import Chunk, Position
-from ..errors import DataError, SchemaError, describe
+from ..core import Chunk
+from ..errors import ArgumentError, DataError, SchemaError, describe
 from ..pipeline import Dataset, EpochIterator
-from ..transforms.batch import PAD_MASK
-from .packing import X, Y, W, IDS, pack_columns
+from ..runtime.batch import PAD_MASK
+from ._keras_internals import called_from_epoch_reset
+from .packing import IDS, W, X, Y, pack_columns
 from .validation import check_model_inputs
 
 logger = logging.getLogger("streamfeed")
-_KEEP_POSITIONS = 4096  # far more batches than any Keras read-ahead
+_KEEP_STATES = 4096  # far more batches than any Keras read-ahead
 _PEEK_BATCHES = 4  # Keras peeks at one or two batches before an epoch
-
-
-def _is_keras_epoch_iterator(obj: Any) -> bool:
-    return any(cls.__name__ == "EpochIterator" and cls.__module__.startswith("keras") for cls in type(obj).__mro__)
-
-
-def _called_from_keras_reset() -> bool:
-    """True when Keras's ``EpochIterator.reset()`` is what ends the epoch.
-
-    Keras resets its epoch iterator to abandon an epoch, never to finish
-    one: after peeking at batches to build the model (on JAX and PyTorch
-    the peek goes through ``on_epoch_begin``) and before each evaluation.
-    A one-batch epoch peeked at that way was served in full, and without
-    this check it would count as done: training would start one data
-    epoch late and the checkpoints would be off by one epoch.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "reset" and _is_keras_epoch_iterator(frame.f_locals.get("self")):
-            return True
-        frame = frame.f_back
-    return False
 
 
 class KerasDataset(keras.utils.PyDataset):
@@ -100,7 +82,7 @@ class KerasDataset(keras.utils.PyDataset):
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False)
         if dataset.batch_size is None:
-            raise ValueError("to_keras() needs a batched dataset: call .batch(batch_size) first")
+            raise ArgumentError(describe("to_keras() needs a batched dataset", fix="call .batch(batch_size) first"))
         labels = [label] if isinstance(label, str) else list(label or [])
         columns = dataset.column_names  # the source's, plus columns added by map functions
         reserved = set(labels) | {sample_weight, ids} - {None}
@@ -117,19 +99,20 @@ class KerasDataset(keras.utils.PyDataset):
         self.features, self.labels, self.label_is_list = features, labels, not isinstance(label, (str, type(None)))
         self.inputs, self.model = inputs, model
         pack = pack_columns(features, labels, sample_weight, ids, inputs=inputs, dtype=dtype, label_dtype=label_dtype)
-        self.dataset = dataset._with(row_ops=dataset.row_ops + (pack,))
-        self._epoch = 0
-        self._start = Position()
+        self.dataset = dataset.with_packing(pack)
+        # Where the current (or next) epoch starts: an epoch's start, or a restored state.
+        self._start: dict = self.dataset.initial_state(0)
+        self._epoch, self._num_batches = 0, self.dataset.num_batches(0)
         self._stream: EpochIterator | None = None
         self._begun = False
         self._served = 0
-        self._positions: collections.OrderedDict[int, Position] = collections.OrderedDict()
+        self._states: collections.OrderedDict[int, dict] = collections.OrderedDict()  # after served batch i
         self._ids: list[np.ndarray] = []
         # The first batches of the current stream, kept so that after a Keras
         # peek the epoch replays them instead of reading (decoding) them again.
-        self._head: list[tuple[Chunk, Position]] | None = []
-        self._replay: collections.deque[tuple[Chunk, Position]] = collections.deque()
-        self._stream_start: tuple[int, Position] | None = None
+        self._head: list[tuple[Chunk, dict]] | None = []
+        self._replay: collections.deque[tuple[Chunk, dict]] = collections.deque()
+        self._stream_start: dict | None = None  # the _start object the stream was opened from
         self._checked = model is None
         self._closed_wait_seconds = 0.0  # of streams already closed
 
@@ -137,27 +120,26 @@ class KerasDataset(keras.utils.PyDataset):
     @property
     def num_batches(self) -> int:
         """Batches left in the current epoch (all of them unless resumed mid-epoch)."""
-        return self.dataset.num_batches(self._epoch, self._start)
+        return self._num_batches
 
     def __len__(self) -> int:
         return self.num_batches
 
     def __getitem__(self, index: int) -> tuple:
-        if self._stream is None:
-            self._open(begun=False)
-        batch, position = self._replay.popleft() if self._replay else self._read()
-        self._positions[self._served] = position
-        if len(self._positions) > _KEEP_POSITIONS:
-            self._positions.popitem(last=False)
+        stream = self._stream if self._stream is not None else self._open(begun=False)
+        batch, state = self._replay.popleft() if self._replay else self._read(stream)
+        self._states[self._served] = state
+        if len(self._states) > _KEEP_STATES:
+            self._states.popitem(last=False)
         self._served += 1
         if not self._checked:
             check_model_inputs(self.model, batch, self.features, self.inputs)
             self._checked = True
         return self._to_keras(batch)
 
-    def _read(self) -> tuple[Chunk, Position]:
+    def _read(self, stream: EpochIterator) -> tuple[Chunk, dict]:
         try:
-            batch = next(self._stream)
+            batch = next(stream)
         except StopIteration:
             raise DataError(
                 describe(
@@ -168,7 +150,7 @@ class KerasDataset(keras.utils.PyDataset):
                     fix="inspect the files named in the report; rows were lost while reading",
                 )
             ) from None
-        entry = (batch, self._stream.position)
+        entry = (batch, stream.get_state())
         if self._head is not None:
             self._head = self._head + [entry] if len(self._head) < _PEEK_BATCHES else None
         return entry
@@ -178,26 +160,37 @@ class KerasDataset(keras.utils.PyDataset):
 
     def on_epoch_end(self) -> None:
         complete = self._begun and self._stream is not None and self._served == self.num_batches
-        complete = complete and not _called_from_keras_reset()
+        # A peek (JAX, PyTorch) of a one-batch epoch looks complete: see _keras_internals.
+        complete = complete and not called_from_epoch_reset()
         if complete:
             self._close_stream()
-            self._epoch, self._start = self._epoch + 1, Position()
-        elif self._head is None:  # abandoned after more than a peek: nothing to replay
+            self._move_to(self.dataset.initial_state(self._epoch + 1))
+            return
+        # Abandoned (a peek, an early stop): the epoch restarts from its start.
+        self._served = 0
+        self._states.clear()
+        if self._head is None:  # more than a peek was read: nothing to replay
             self._close_stream()
 
     # ---------------------------------------------------------------- helpers
-    def _open(self, *, begun: bool) -> None:
-        start = (self._epoch, self._start)
-        if self._stream is not None and self._head is not None and self._stream_start == start:
+    def _open(self, *, begun: bool) -> EpochIterator:
+        """Starts serving the epoch at ``_start``: replays a peek's batches, or opens a stream."""
+        if self._stream is not None and self._head is not None and self._stream_start is self._start:
             # Restarting right after a peek: serve the peeked batches again.
             self._replay = collections.deque(self._head)
         else:
             self._close_stream()
-            self._stream = self.dataset.iter_epoch(self._epoch, self._start)
-            self._stream_start, self._head, self._replay = start, [], collections.deque()
+            self._stream = self.dataset.iter_epoch(state=self._start)
+            self._stream_start, self._head, self._replay = self._start, [], collections.deque()
         self._begun, self._served = begun, 0
-        self._positions.clear()
+        self._states.clear()
         self._ids = []
+        return self._stream
+
+    def _move_to(self, start: Mapping[str, Any]) -> None:
+        """Makes ``start`` where the next epoch is served from; checks it against the pipeline."""
+        batches = self.dataset.num_batches(state=start)  # raises StateError naming what differs
+        self._start, self._epoch, self._num_batches = copy.deepcopy(dict(start)), int(start["epoch"]), batches
 
     def _close_stream(self) -> None:
         if self._stream is not None:
@@ -232,24 +225,37 @@ class KerasDataset(keras.utils.PyDataset):
         """The data epoch being (or next to be) served."""
         return self._epoch
 
-    def state_after(self, trained: int) -> dict:
-        """State to save when ``trained`` batches of the current epoch were trained.
+    def get_state(self, trained: int | None = None) -> dict:
+        """The JSON-able state to save: restoring it with :meth:`set_state` serves the next batch.
 
-        ``trained`` may exceed the epoch's batches: with ``steps_per_execution``
-        Keras numbers a short last execution as if it were full.
+        Between epochs (and after an abandoned one) it is the next epoch's
+        start. Within an epoch it is the state after the last batch handed
+        out, or, with ``trained``, after the first ``trained`` batches of the
+        epoch. Under ``fit`` pass ``trained``: Keras reads batches ahead of
+        training, so only a callback's ``on_train_batch_end`` knows how many
+        were trained (:class:`DataCheckpoint` counts them). ``trained`` may
+        exceed the epoch's batches: with ``steps_per_execution`` Keras
+        numbers a short last execution as if it were full.
         """
-        if trained <= 0 or self._stream is None:  # between epochs: the next one's start
-            return self.dataset.make_state(self._epoch, self._start)
-        if trained >= self.num_batches:
-            return self.dataset.make_state(self._epoch + 1, Position())
-        position = self._positions.get(trained - 1)
-        if position is None:
-            raise KeyError(f"no position recorded for batch {trained - 1} of epoch {self._epoch}")
-        return self.dataset.make_state(self._epoch, position)
+        done = self._served if trained is None else min(trained, self._num_batches)
+        if done <= 0 or self._stream is None:
+            return copy.deepcopy(self._start)
+        if done > self._served or done - 1 not in self._states:
+            raise ArgumentError(
+                describe(
+                    f"No state was kept after batch {done} of the current epoch",
+                    where=f"data epoch {self._epoch}",
+                    expected=f"trained between {max(0, self._served - len(self._states))} and {self._served} "
+                    "(the batches served and still kept)",
+                    found=str(trained),
+                    fix="pass the number of batches Keras trained in this epoch (on_train_batch_end's batch + 1)",
+                )
+            )
+        return copy.deepcopy(self._states[done - 1])
 
-    def restore(self, state: dict) -> None:
-        """Continues from a saved state at the next epoch start."""
-        self._epoch, self._start = self.dataset.parse_state(state)
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now."""
+        self._move_to(state)
         self._close_stream()
 
     def served_ids(self) -> np.ndarray:
@@ -258,7 +264,7 @@ class KerasDataset(keras.utils.PyDataset):
 
     def check(self, model: Any) -> None:
         """Checks one batch against ``model``'s inputs; raises naming column and input."""
-        with self.dataset.iter_epoch(self._epoch, self._start) as stream:
+        with self.dataset.iter_epoch(state=self._start) as stream:
             check_model_inputs(model, next(stream), self.features, self.inputs)
 
     def close(self) -> None:

@@ -1,14 +1,16 @@
-"""Saving the data position with the model, and resuming mid-epoch.
+"""Saving the data state with the model, and resuming mid-epoch.
 
     ckpt = DataCheckpoint(train, "ckpt/", every=100)
     model.fit(train, epochs=5, initial_epoch=ckpt.initial_epoch, callbacks=[ckpt])
 
 Every ``every`` trained batches and at each epoch end, the callback writes
 the model's weights (with optimizer state) and ``data_state.json``: the
-position after the last batch *trained*, not the last batch Keras read
-ahead. Restarted in a new process with the same pipeline, it restores both
-when training begins, and the resumed epoch serves exactly the batches an
-uninterrupted run would have served next.
+data state (:meth:`KerasDataset.get_state`) after the last batch *trained*,
+which the callback counts in ``on_train_batch_end``, not the last batch
+Keras read ahead. Restarted in a new process with the same pipeline, it
+restores both when training begins (:meth:`KerasDataset.set_state`), and
+the resumed epoch serves exactly the batches an uninterrupted run would
+have served next.
 
 Weights and position are one checkpoint: each save writes a new weights
 file, then atomically replaces ``data_state.json``, which names that file;
@@ -50,7 +52,9 @@ class DataCheckpoint(keras.callbacks.Callback):
         save_model: save and restore the model's weights too (default).
     """
 
-    def __init__(self, dataset: KerasDataset, directory: str | os.PathLike, *, every: int | None = None, save_model: bool = True) -> None:
+    def __init__(
+        self, dataset: KerasDataset, directory: str | os.PathLike, *, every: int | None = None, save_model: bool = True
+    ) -> None:
         super().__init__()
         self.dataset = dataset
         self.directory = Path(directory)
@@ -71,14 +75,16 @@ class DataCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         if self._saved is None:
             return
-        self.dataset.restore(self._saved["data"])
+        self.dataset.set_state(self._saved["data"])
         weights = self.directory / self._saved.get("weights", "")
         if self.save_model and self._saved.get("weights") and weights.exists():
             self._build_optimizer()
             self.model.load_weights(weights)
         logger.info(
             "resumed from %s: Keras epoch %d, data epoch %d at %s",
-            self.directory, self.initial_epoch, self._saved["data"]["epoch"],
+            self.directory,
+            self.initial_epoch,
+            self._saved["data"]["epoch"],
             {k: self._saved["data"][k] for k in ("unit", "offset")},
         )
 
@@ -115,10 +121,14 @@ class DataCheckpoint(keras.callbacks.Callback):
     def _save(self, *, keras_epoch: int, trained: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._saves += 1
-        state = {"keras_epoch": keras_epoch, "data": self.dataset.state_after(trained), "save_number": self._saves}
+        state: dict[str, Any] = {
+            "keras_epoch": keras_epoch,
+            "data": self.dataset.get_state(trained),
+            "save_number": self._saves,
+        }
         if self.save_model:
-            state["weights"] = WEIGHTS_PATTERN.format(self._saves)
-            self.model.save_weights(self.directory / state["weights"])
+            state["weights"] = weights = WEIGHTS_PATTERN.format(self._saves)
+            self.model.save_weights(self.directory / weights)
         _atomic_write_json(self.directory / STATE_FILE, state)
         for old in self.directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")):
             if old.name != state.get("weights"):

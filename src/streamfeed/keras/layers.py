@@ -69,7 +69,9 @@ def _column(stats: Any, name: str, kind: str | None = None) -> Any:
     return column
 
 
-def normalization_layer(stats: Any, columns: str | Sequence[str], *, axis: int | None = -1, name: str | None = None) -> keras.layers.Layer:
+def normalization_layer(
+    stats: Any, columns: str | Sequence[str], *, axis: int | None = -1, name: str | None = None
+) -> keras.layers.Layer:
     """``keras.layers.Normalization`` with the columns' mean and population variance.
 
     For a list of columns the layer expects them stacked in that order on
@@ -105,7 +107,13 @@ def _vocabulary(stats: Any, column: str, num_oov_indices: int, max_tokens: int |
 
 
 def integer_lookup_layer(
-    stats: Any, column: str, *, num_oov_indices: int = 1, max_tokens: int | None = None, name: str | None = None, **options: Any
+    stats: Any,
+    column: str,
+    *,
+    num_oov_indices: int = 1,
+    max_tokens: int | None = None,
+    name: str | None = None,
+    **options: Any,
 ) -> keras.layers.Layer:
     """``keras.layers.IntegerLookup`` over the column's vocabulary, most frequent first.
 
@@ -116,13 +124,21 @@ def integer_lookup_layer(
     """
     values = _vocabulary(stats, column, num_oov_indices, max_tokens)
     if any(not float(v).is_integer() for v in values):
-        raise SchemaError(describe(f"Column {column!r} has non-integer vocabulary values", fix="use string_lookup_layer"))
+        raise SchemaError(
+            describe(f"Column {column!r} has non-integer vocabulary values", fix="use string_lookup_layer")
+        )
     vocabulary = np.array([int(v) for v in values], dtype="int64")
     return keras.layers.IntegerLookup(vocabulary=vocabulary, num_oov_indices=num_oov_indices, name=name, **options)
 
 
 def string_lookup_layer(
-    stats: Any, column: str, *, num_oov_indices: int = 1, max_tokens: int | None = None, name: str | None = None, **options: Any
+    stats: Any,
+    column: str,
+    *,
+    num_oov_indices: int = 1,
+    max_tokens: int | None = None,
+    name: str | None = None,
+    **options: Any,
 ) -> keras.layers.Layer:
     """``keras.layers.StringLookup`` over the column's vocabulary, most frequent first.
 
@@ -143,5 +159,8 @@ def string_lookup_layer(
                 "streamfeed.transforms.stats.vocabulary_lookup(stats, column) and feed those to the model",
             )
         )
-    values = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in _vocabulary(stats, column, num_oov_indices, max_tokens)]
+    values = [
+        v.decode("utf-8") if isinstance(v, bytes) else str(v)
+        for v in _vocabulary(stats, column, num_oov_indices, max_tokens)
+    ]
     return keras.layers.StringLookup(vocabulary=values, num_oov_indices=num_oov_indices, name=name, **options)

@@ -90,17 +90,28 @@ class InputStallMonitor(keras.callbacks.Callback):
             stats["rows_per_second"] = self._steps * batch_size / wall
         self.history.append(stats)
         if logs is not None:
-            logs.update({key: stats[key] for key in ("input_wait_share", "steps_per_second", "rows_per_second") if key in stats})
+            logs.update(
+                {key: stats[key] for key in ("input_wait_share", "steps_per_second", "rows_per_second") if key in stats}
+            )
         self._report(epoch, stats)
 
     def _report(self, epoch: int, stats: dict[str, float]) -> None:
         share = stats["input_wait_share"]
-        rate = f"{stats['rows_per_second']:,.0f} rows/s" if "rows_per_second" in stats else f"{stats['steps_per_second']:,.1f} steps/s"
+        rate = (
+            f"{stats['rows_per_second']:,.0f} rows/s"
+            if "rows_per_second" in stats
+            else f"{stats['steps_per_second']:,.1f} steps/s"
+        )
         if self.dataset is None:
             logger.info("epoch %d: %d steps, %s (pass dataset= to measure the input wait)", epoch, stats["steps"], rate)
             return
         logger.info(
-            "epoch %d: waited %.1f%% of %.1f s for input (%.2f s), %s", epoch, 100 * share, stats["epoch_seconds"], stats["input_wait_seconds"], rate
+            "epoch %d: waited %.1f%% of %.1f s for input (%.2f s), %s",
+            epoch,
+            100 * share,
+            stats["epoch_seconds"],
+            stats["input_wait_seconds"],
+            rate,
         )
         if share > self.warn_above:
             logger.warning(

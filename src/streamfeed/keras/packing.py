@@ -24,7 +24,8 @@ def _numeric(column: np.ndarray, name: str, dtype: str) -> np.ndarray:
                 f"Feature column {name!r} is not numeric",
                 expected=f"numbers to stack into a {dtype} matrix",
                 found=f"dtype {column.dtype}",
-                fix="leave it out of features=, encode it first (.map), or use inputs='dict' with a model that takes it",
+                fix="leave it out of features=, encode it first (.map), "
+                "or use inputs='dict' with a model that takes it",
             )
         )
     return column.astype(dtype, copy=False)

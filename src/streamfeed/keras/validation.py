@@ -39,12 +39,12 @@ def check_model_inputs(model: Any, batch: Chunk, features: Sequence[str], inputs
         name, shape, _ = specs[0]
         width = batch[X].shape[1:]
         if tuple(shape[1:]) != tuple(width) and None not in shape[1:]:
+            columns = f"{list(features)[:8]}" + ("..." if len(features) > 8 else "")
             raise SchemaError(
                 describe(
                     f"The feature matrix does not fit model input {name!r}",
                     expected=f"shape (batch, {', '.join(map(str, shape[1:]))})",
-                    found=f"(batch, {', '.join(map(str, width))}) from {len(features)} feature columns {list(features)[:8]}"
-                    + ("..." if len(features) > 8 else ""),
+                    found=f"(batch, {', '.join(map(str, width))}) from {len(features)} feature columns {columns}",
                     fix="choose the columns with features=[...] or change the model's Input shape",
                 )
             )
