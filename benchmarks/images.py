@@ -114,10 +114,9 @@ def iter_idfd(path: Path, out: int) -> int:
 
 
 def pil_pydataset(path: Path, out: int):
+    import keras
     import numpy as np
     from PIL import Image
-
-    import keras
 
     files, labels = list_files(path)
 

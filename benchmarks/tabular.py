@@ -154,10 +154,9 @@ def make_pydatasets():
     """PyDataset classes (defined after keras is imported, in the fit worker)."""
     import bisect
 
+    import keras
     import numpy as np
     import pyarrow.parquet as pq
-
-    import keras
 
     class RowGroupPyDataset(keras.utils.PyDataset):
         """Batch i = global rows [i*B, (i+1)*B), read with ParquetFile.read_row_group.

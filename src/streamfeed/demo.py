@@ -97,6 +97,7 @@ def run(
 ) -> DemoResult:
     """Generates (or reuses) the data and trains for ``epochs`` epochs."""
     import keras
+
     import streamfeed as sf
     from streamfeed.memory import peak_rss_bytes
 

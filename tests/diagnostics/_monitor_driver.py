@@ -48,6 +48,7 @@ class Collect(logging.Handler):
 
 def main(args: dict) -> dict:
     import keras
+
     import streamfeed as sf
     from streamfeed.keras.monitor import InputStallMonitor
 
