@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, cast
 import numpy as np
 
 from .core import Chunk, Position, Source, chunk_len
-from .errors import ArgumentError, BadInputReport, DataError, OnError, describe
+from .errors import ArgumentError, BadInputReport, DataError, MemoryLimitError, OnError, describe
 from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
@@ -244,26 +244,63 @@ class Dataset:
 
     # ------------------------------------------------------------------ sizing
     def fragment_rows(self) -> list[int]:
-        """Rows each fragment yields after per-fragment ops (counted once if unknown)."""
+        """Rows each fragment yields after per-fragment ops (counted once if unknown).
+
+        A fragment too large to read within the memory limit yields none: it
+        is a bad unit, refused or reported before anything is read.
+        """
+        fits = self._fitting()
         fragments = self.source.fragments
         if self.source.exact_counts and not self.filtered:
-            return [fragment.num_rows for fragment in fragments]
-        if "rows" not in self._counts:
-            self._counts["rows"] = self._count_rows()
-        return self._counts["rows"]
+            return [fragment.num_rows if ok else 0 for fragment, ok in zip(fragments, fits)]
+        key = ("rows", fits)
+        if key not in self._counts:
+            self._counts[key] = self._count_rows(fits)
+        return self._counts[key]
 
-    def _count_rows(self) -> list[int]:
+    def _count_rows(self, fits: tuple[bool, ...]) -> list[int]:
         import concurrent.futures
 
         threads = self.read_threads or min(4, os.cpu_count() or 1)
         logger.info("counting rows after filters: one pass over %d fragments", len(self.source.fragments))
 
-        def count(fragment: Any) -> int:
-            chunk = read_fragment(fragment, self.row_ops, self.report)
+        def count(fragment: Any, fits: bool) -> int:
+            chunk = read_fragment(fragment, self.row_ops, self.report) if fits else None
             return 0 if chunk is None else chunk_len(chunk)
 
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(count, self.source.fragments))
+            return list(pool.map(count, self.source.fragments, fits))
+
+    def _fitting(self) -> tuple[bool, ...]:
+        """Whether each fragment, as its metadata declares it, can be read within the memory limit.
+
+        The rule is :func:`~streamfeed.memory.plan_layout`'s (read, then
+        converted: twice its bytes), applied per fragment from metadata
+        before any read, so that a footer claiming 2**60 rows is a bad unit
+        naming its file under the normal error policy, not an allocation.
+        """
+        if "fitting" not in self._memo:
+            limit = self.memory_limit or DEFAULT_MEMORY_LIMIT
+            row_bytes = float(self.source.row_bytes)
+            fits = []
+            for fragment in self.source.fragments:
+                size = row_bytes * fragment.num_rows
+                if 2 * size > limit:
+                    error = MemoryLimitError(
+                        describe(
+                            "A fragment is larger than the memory limit allows",
+                            where=f"{fragment.path}, {fragment.location}",
+                            expected=f"fragments below {limit / 2**20:.0f} MiB / 2 (read, then converted)",
+                            found=f"{fragment.num_rows} rows x {row_bytes:.0f} bytes = {size / 2**20:.0f} MiB",
+                            fix="raise memory_limit, project fewer columns, or rewrite the data in smaller pieces "
+                            "(streamfeed convert writes row groups sized for streaming); "
+                            "on_error='skip' leaves it out and reports it",
+                        )
+                    )
+                    self.report.reject(error, path=fragment.path, location=fragment.location, rows=fragment.num_rows)
+                fits.append(2 * size <= limit)
+            self._memo["fitting"] = tuple(fits)
+        return self._memo["fitting"]
 
     def epoch_plan(self, epoch: int) -> EpochPlan:
         """This shard's read units for ``epoch`` (with their sampled sizes when balanced)."""
@@ -296,7 +333,8 @@ class Dataset:
         return self._memo["layout"]
 
     def _plan_layout(self) -> Layout:
-        rows = [fragment.num_rows for fragment in self.source.fragments] or [0]
+        fragments = self.source.fragments
+        rows = [fragment.num_rows for fragment, ok in zip(fragments, self._fitting()) if ok] or [0]
         fragment_rows = max(1.0, float(np.mean(rows)))
         return plan_layout(
             row_bytes=float(self.source.row_bytes),

@@ -74,6 +74,16 @@ class ParquetFragment:
                     fix="check the file (streamfeed inspect), or pass on_error='skip' to leave it out and report it",
                 )
             ) from exc
+        if table.num_rows != self.num_rows:
+            raise CorruptFileError(
+                describe(
+                    "A Parquet row group holds a different number of rows than its footer promises",
+                    where=f"{self.path}, row group {self.row_group}",
+                    expected=f"{self.num_rows} rows (footer{', after the filter' if self._filter is not None else ''})",
+                    found=f"{table.num_rows}",
+                    fix="rewrite the file; pass on_error='skip' to leave the row group out and report it",
+                )
+            )
         return table_to_chunk(table, self._policy, where)
 
     def _row_before_filter(self, index: int) -> int:
@@ -127,6 +137,20 @@ def _partition_type(values: Sequence[str | None]) -> pa.DataType:
         except ValueError:
             continue
     return pa.string()
+
+
+_TEXT_OBJECT_BYTES = 57.0  # a decoded str/bytes value: 8-byte pointer + 49-byte object header
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
 
 
 class ParquetSource:
@@ -272,22 +296,30 @@ class ParquetSource:
         return fragments
 
     def _row_bytes(self, good: Sequence[tuple[str, Any]]) -> float:
-        """Uncompressed bytes per row of the projected columns (from the first footer)."""
-        if not good:
-            return 64.0
-        metadata = good[0][1].metadata
+        """Decoded bytes per row of the projected columns: the largest of any row group's footer.
+
+        Every row group is planned with the largest estimate, so a file whose
+        rows are far wider than the first file's (long strings) cannot
+        overrun the memory limit. A string or binary value also costs a
+        Python object once decoded to NumPy (measured ~57 bytes: an 8-byte
+        pointer and a 49-byte ``str`` header), which the footer's byte counts
+        do not include.
+        """
         wanted = set(self._columns)
-        total, rows = 0, 0
-        for group in range(metadata.num_row_groups):
-            rg = metadata.row_group(group)
-            rows += rg.num_rows
-            for i in range(rg.num_columns):
-                column = rg.column(i)
-                if column.path_in_schema.split(".")[0] in wanted:
-                    total += column.total_uncompressed_size
-        return max(8.0, total / max(rows, 1)) + 8.0 * sum(
-            1 for name in self._columns if name not in metadata.schema.names
-        )
+        strings = sum(1 for name in self._columns if _is_text(self.schema.field(name).type))
+        widest = 8.0
+        for _, fragment in good:
+            metadata = fragment.metadata
+            absent = sum(1 for name in self._columns if name not in metadata.schema.names)  # filled with nulls
+            for group in range(metadata.num_row_groups):
+                rg = metadata.row_group(group)
+                total = sum(
+                    rg.column(i).total_uncompressed_size
+                    for i in range(rg.num_columns)
+                    if rg.column(i).path_in_schema.split(".")[0] in wanted
+                )
+                widest = max(widest, total / max(rg.num_rows, 1) + 8.0 * absent)
+        return widest + _TEXT_OBJECT_BYTES * strings
 
     @property
     def column_names(self) -> list[str]:
