@@ -140,3 +140,15 @@ def test_no_file_handles_or_mappings_left_open(tmp_path):
     process = psutil.Process()
     assert [f.path for f in process.open_files() if f.path.startswith(str(tmp_path))] == []
     assert [m.path for m in process.memory_maps() if m.path.startswith(str(tmp_path))] == []
+
+
+def test_a_file_that_cannot_be_opened_is_named_and_can_be_skipped(tmp_path):
+    """An OSError at open (here a directory named like an array; a permission error alike) is a bad unit."""
+    np.save(tmp_path / "a.npy", np.arange(10))
+    (tmp_path / "b.npy").mkdir()
+    with pytest.raises(CorruptFileError, match="b.npy"):
+        read_numpy([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")])
+    data = read_numpy([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], on_error="skip")
+    assert data.num_rows() == 10
+    [entry] = data.report.entries
+    assert entry.path.endswith("b.npy") and "IsADirectoryError" in entry.reason

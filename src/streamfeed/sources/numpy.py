@@ -462,7 +462,19 @@ class NumpySource:
     def _open_group(self, names: Sequence[str], group: Sequence[str]) -> list[tuple[str, _Array]]:
         opened: list[tuple[str, _Array]] = []
         for name, spec in zip(names, group):
-            opened += _open_spec(spec, name)
+            try:
+                opened += _open_spec(spec, name)
+            except CorruptFileError:
+                raise
+            except OSError as exc:  # unreadable, a directory, vanished: the file is a bad unit like a corrupt one
+                raise CorruptFileError(
+                    describe(
+                        "Could not open a NumPy file",
+                        where=str(spec),
+                        found=f"{type(exc).__name__}: {exc}",
+                        fix="check the path and its permissions, or pass on_error='skip' to leave it out and report it",
+                    )
+                ) from exc
         first_name, first = opened[0]
         for name, array in opened[1:]:
             if array.rows != first.rows:
