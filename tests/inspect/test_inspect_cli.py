@@ -67,3 +67,15 @@ def test_html_report_with_histograms(tmp_path, capsys):
     text = page.read_text()
     assert text.startswith("<!doctype html>") and "<svg" in text and "Label y (imbalance ratio 1.0)" in text
     assert "index_column" in text and "follows the row order" in text
+
+
+def test_names_from_the_data_print_literally_never_as_markup_or_terminal_escapes(tmp_path, capsys):
+    """A column named like rich markup, or holding an escape sequence, prints as its characters."""
+    markup, clear = "[bold red]loud[/]", "\x1b[2Jcleared"
+    folder = tmp_path / "[red]dir"
+    folder.mkdir()
+    pq.write_table(pa.table({markup: [1.0, 2.0], clear: [3.0, 4.0], "s": ["\x1b[31mred", "ok"]}), folder / "d.parquet")
+    assert main(["inspect", str(folder / "d.parquet"), "--quiet", "--quality"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out  # no raw escape byte reaches the terminal
+    assert markup in out and "\\x1b[2Jcleared" in out and "[red]dir" in out

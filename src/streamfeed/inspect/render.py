@@ -8,10 +8,21 @@ from typing import Any
 from .report import InspectReport
 
 
-def escape(text: str) -> str:
+# C0 and C1 control characters but tab and newline: shown as \xNN, never sent to the terminal
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
+
+
+def escape(text: Any) -> str:
+    """``text`` as rich prints it literally: markup escaped, control characters (escape sequences) made visible.
+
+    Every name and value that comes from the data (file, column and class
+    names, samples) passes through here: a file named ``[bold]x`` or one
+    holding ``\x1b[2J`` must print as those characters, not restyle or
+    clear the user's terminal.
+    """
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(str(text).translate(_CONTROLS))
 
 
 def _size(value: float) -> str:
@@ -34,12 +45,12 @@ def render(report: InspectReport, console: Any = None) -> None:
 
     console = console or Console()
     rows = "unknown" if report.rows is None else f"{report.rows:,}" + ("" if report.rows_exact else " (estimate)")
-    summary = Table(title=f"{report.path}", show_header=False, title_justify="left")
+    summary = Table(title=escape(report.path), show_header=False, title_justify="left")
     summary.add_row("format", report.format)
     summary.add_row("files", f"{report.file_count:,} ({_size(report.total_bytes)})")
     summary.add_row("rows", rows)
     for key, value in report.details.items():
-        summary.add_row(key.replace("_", " "), _short(value, 100))
+        summary.add_row(key.replace("_", " "), escape(_short(value, 100)))
     console.print(summary)
     if report.size_histogram:
         sizes = Table(title="file sizes", title_justify="left")
@@ -54,9 +65,8 @@ def render(report: InspectReport, console: Any = None) -> None:
             columns.add_column(name, justify="right" if name == "nulls" else "left", overflow="fold")
         for column in report.columns:
             nulls = "?" if column.nulls is None else f"{column.nulls:,}" + ("" if column.nulls_exact else " (sample)")
-            columns.add_row(
-                column.name, column.type, "" if not column.shape else str(column.shape), nulls, _short(column.samples)
-            )
+            shape = "" if not column.shape else str(column.shape)
+            columns.add_row(escape(column.name), escape(column.type), shape, nulls, escape(_short(column.samples)))
         console.print(columns)
     for warning in report.warnings:
         console.print(
@@ -83,7 +93,7 @@ def render_quality(quality: dict, console: Any = None) -> None:
         for name, column in quality["columns"].items():
             rho = quality.get("row_order", {}).get(name)
             table.add_row(
-                name,
+                escape(name),
                 f"{column['null_rate']:.2%}",
                 f"{column['nan_rate']:.2%}",
                 f"{column['inf_rate']:.2%}",
@@ -101,22 +111,22 @@ def render_quality(quality: dict, console: Any = None) -> None:
         label = quality["label"]
         if label.get("kind") == "continuous":
             console.print(
-                f"label {label['column']!r}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, "
+                f"label {escape(repr(label['column']))}: continuous, mean {label['mean']:.4g}, std {label['std']:.4g}, "
                 f"range {label['min']:.4g} to {label['max']:.4g}",
                 highlight=False,
             )
         elif "counts" in label:
             console.print(
-                f"label {label['column']!r}: {_short(label['counts'], 120)}; "
+                f"label {escape(repr(label['column']))}: {escape(_short(label['counts'], 120))}; "
                 f"imbalance ratio {label['imbalance_ratio']:.1f}",
                 highlight=False,
             )
         else:
-            console.print(f"label {label['column']!r}: {label['classes']} classes", highlight=False)
+            console.print(f"label {escape(repr(label['column']))}: {label['classes']} classes", highlight=False)
     images = quality.get("images")
     if images:
         table = Table(title=f"image quality ({images['files']:,} files)", show_header=False, title_justify="left")
-        table.add_row("modes", _short(images["modes"]))
+        table.add_row("modes", escape(_short(images["modes"])))
         table.add_row("median size", f"{images['median_size'][0]:.0f} x {images['median_size'][1]:.0f}")
         table.add_row("blur (median, p5)", f"{images['blur']['median']:.1f}, {images['blur']['p05']:.1f}")
         for key in ("undecodable", "mode_outliers", "size_outliers", "near_black", "near_white"):
