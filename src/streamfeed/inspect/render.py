@@ -7,7 +7,6 @@ from typing import Any
 
 from .report import InspectReport
 
-
 # C0 and C1 control characters but tab and newline: shown as \xNN, never sent to the terminal
 _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
 
