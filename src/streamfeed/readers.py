@@ -94,6 +94,7 @@ def read_csv(
     paths: PathLike,
     *,
     delimiter: str | None = None,
+    decimal: str | None = None,
     header: bool = True,
     column_names: Sequence[str] | None = None,
     column_types: Mapping[str, TypeSpec] | None = None,
@@ -116,6 +117,9 @@ def read_csv(
             the first file. A first line that parses into one column but
             contains another of these raises instead of yielding one column
             of garbage.
+        decimal: the decimal mark of numbers, ``"."`` or ``","``; ``None``
+            (default) sniffs ``","`` when the delimiter is not a comma and the
+            first lines write numbers only as ``25,04`` (European exports).
         header: the first record names the columns (default). Without it,
             columns are ``column_names`` or ``f0, f1, ...``.
         column_names: names to use instead of the header's (same count).
@@ -153,6 +157,7 @@ def read_csv(
     source = CsvSource(
         paths,
         delimiter=delimiter,
+        decimal=decimal,
         header=header,
         column_names=column_names,
         column_types=column_types,

@@ -407,3 +407,22 @@ def test_scan_agrees_with_the_csv_module_on_random_files():
             body, quote=ord('"'), delimiter=ord(","), first_line=1 + data[: scanner.header_end].count(b"\n")
         )
         assert list(lines) == starts[1:]
+
+
+def test_a_decimal_comma_is_sniffed_with_the_semicolon_and_read_as_numbers(tmp_path):
+    """European exports: ';'-separated, '25,04'. Read as floats, not as a column of strings."""
+    path = tmp_path / "eu.csv"
+    path.write_text("price;qty;name\n25,04;1;a\n3,5;2;b\n-0,25;3;c\n", encoding="utf-8")
+    data = read_csv(path)
+    assert (data.source.delimiter, data.source.decimal) == (";", ",")
+    with data.iter_epoch(0) as stream:
+        chunk = next(stream)
+    np.testing.assert_array_equal(chunk["price"], [25.04, 3.5, -0.25])
+    np.testing.assert_array_equal(chunk["qty"], [1, 2, 3])
+    assert read_csv(path, decimal=".").source.schema.field("price").type == pa.string()  # as asked
+
+
+def test_a_point_decimal_file_with_semicolons_keeps_the_point(tmp_path):
+    path = tmp_path / "points.csv"
+    path.write_text("a;b\n1.5;2,5\n", encoding="utf-8")  # a point anywhere: not a decimal-comma file
+    assert read_csv(path).source.decimal == "."

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import csv as pycsv
 import io
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -53,6 +54,7 @@ class _Options:
     types: Mapping[str, pa.DataType]
     policy: ColumnPolicy
     report: BadInputReport
+    decimal: str = "."
 
     @property
     def quote_byte(self) -> int | None:
@@ -81,6 +83,7 @@ class _Options:
             null_values=list(self.null_values),
             strings_can_be_null=self.strings_can_be_null if strings_can_be_null is None else strings_can_be_null,
             include_columns=list(self.columns),
+            decimal_point=self.decimal,
         )
 
 
@@ -142,6 +145,31 @@ def sniff_delimiter(head: bytes, encoding: str, quote_char: str | None) -> str:
         if len(counts) == 1 and (fields := counts.pop()) > best_fields:
             best, best_fields = candidate, fields
     return best
+
+
+_COMMA_DECIMAL = re.compile(r"^\s*[+-]?\d+,\d+\s*$")
+_POINT_DECIMAL = re.compile(r"^\s*[+-]?\d*\.\d+(?:[eE][+-]?\d+)?\s*$")
+
+
+def sniff_decimal(head: bytes, encoding: str, delimiter: str, quote_char: str | None) -> str:
+    """``","`` when the first lines write numbers with a decimal comma (``25,04``) and never a point; else ``"."``.
+
+    Only for a delimiter other than the comma: in a comma-separated file a
+    decimal comma would have to be quoted, and ``"1,5"`` is as likely text.
+    """
+    if delimiter == ",":
+        return "."
+    lines = _decode_prefix(head, encoding).splitlines(keepends=True)[1:50]  # the header holds no numbers
+    if len(lines) > 1 and len(head) >= HEAD_BYTES:
+        lines = lines[:-1]  # the last line may be cut
+    comma = point = 0
+    try:
+        for record in pycsv.reader(io.StringIO("".join(lines)), **_csv_dialect(delimiter, quote_char)):
+            comma += sum(1 for field in record if _COMMA_DECIMAL.match(field))
+            point += sum(1 for field in record if _POINT_DECIMAL.match(field))
+    except pycsv.Error:
+        return "."
+    return "," if comma and not point else "."
 
 
 def _csv_dialect(delimiter: str, quote_char: str | None) -> dict:
@@ -224,6 +252,7 @@ def _sample_types(
     quote_char: str | None,
     null_values: tuple[str, ...],
     strings_can_be_null: bool,
+    decimal: str = ".",
 ) -> pa.Schema | None:
     """Column types that pyarrow infers from the records in the file's first MiB."""
     end = len(head) if whole else probe.last_term + 1
@@ -242,7 +271,7 @@ def _sample_types(
                 invalid_row_handler=lambda row: "skip",
             ),
             convert_options=pacsv.ConvertOptions(
-                null_values=list(null_values), strings_can_be_null=strings_can_be_null
+                null_values=list(null_values), strings_can_be_null=strings_can_be_null, decimal_point=decimal
             ),
         )
     except UnicodeError:

@@ -86,6 +86,7 @@ from ._csv_options import (
     _unify_types,
     _value_bytes,
     first_bad_encoding,
+    sniff_decimal,
     sniff_delimiter,
 )  # fmt: skip
 from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
@@ -110,6 +111,7 @@ class CsvSource:
         paths: PathLike,
         *,
         delimiter: str | None = None,
+        decimal: str | None = None,
         header: bool = True,
         column_names: Sequence[str] | None = None,
         column_types: Mapping[str, TypeSpec] | None = None,
@@ -139,14 +141,19 @@ class CsvSource:
         self._null_values = tuple(DEFAULT_NULL_VALUES if null_values is None else null_values)
         self._strings_can_be_null = strings_can_be_null
         user_types = {name: _arrow_type(spec, name) for name, spec in (column_types or {}).items()}
-        if delimiter is None:
+        if decimal is not None and decimal not in (".", ","):
+            raise ArgumentError(describe("Invalid decimal", expected="'.' or ','", found=repr(decimal)))
+        if delimiter is None or decimal is None:
             first = next((path for path in self.files if self._size(path)), None)
             try:
                 head = head_bytes(self.filesystem, first, file_codec(first)) if first else b""
             except (OSError, pa.ArrowInvalid):
                 head = b""  # opening the file below names what is wrong with it
-            delimiter = sniff_delimiter(head, encoding, quote_char) if head else ","
-        self.delimiter = delimiter
+            if delimiter is None:
+                delimiter = sniff_delimiter(head, encoding, quote_char) if head else ","
+            if decimal is None:
+                decimal = sniff_decimal(head, encoding, delimiter, quote_char) if head else "."
+        self.delimiter, self.decimal = delimiter, decimal
 
         with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(self.files)))) as pool:
             opened = list(pool.map(self._open_file_or_error, self.files, [user_types] * len(self.files)))
@@ -194,6 +201,7 @@ class CsvSource:
             types=types,
             policy=policy,
             report=self.report,
+            decimal=decimal,
         )
         self.fragments = [
             CsvFragment(
@@ -383,6 +391,7 @@ class CsvSource:
             quote_char=self._quote_char,
             null_values=self._null_values,
             strings_can_be_null=self._strings_can_be_null,
+            decimal=self.decimal,
         )
         return _FileInfo(
             path,
@@ -453,5 +462,6 @@ class CsvSource:
                 "digest": file_digest((info.path, info.size) for info in infos),
                 "columns": list(self._columns),
                 "delimiter": self.delimiter,
+                "decimal": self.decimal,
             }
         return self._fingerprint
