@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
-from streamfeed.errors import DataError
+from streamfeed.errors import DataError, UserFunctionError
 
 HANG_BOUND_SECONDS = 60  # only to turn a hang into a failure; no test measures time
 
@@ -86,10 +86,11 @@ def test_error_in_a_map_function_ends_every_thread(mixed_dir, live_threads):
         return columns
 
     base = sf.read_parquet(mixed_dir).map(explode).batch(16).prefetch(2)
-    with pytest.raises(ZeroDivisionError, match="cursed"):
+    with pytest.raises(UserFunctionError, match="cursed") as excinfo:  # naming explode and the fragment
         with base.iter_epoch(0) as it:
             for _ in it:
                 pass
+    assert isinstance(excinfo.value.__cause__, ZeroDivisionError)
     assert live_threads() == []
 
 
@@ -118,21 +119,29 @@ _CHILD = textwrap.dedent(
 
     def main():
         ds = sf.read_parquet(path)
-        ds = (ds.map(slow) if mode.startswith("consumer-waiting") else ds).shuffle(0, window=2).batch(8).prefetch(2)
+        ds = (ds.map(slow) if "waiting" in mode else ds).shuffle(0, window=2).batch(8).prefetch(2)
         epoch = 0
         while True:
-            if mode == "consumer-waiting-no-with":  # the iterator must close itself when interrupted
+            if mode.startswith("bare-loop"):  # no name holds the iterator: dropping it must end its threads
+                for batch in ds.iter_epoch(epoch):
+                    mark_ready()
+                    if mode == "bare-loop-busy":
+                        time.sleep(0.01)  # Ctrl-C lands in the loop's body, outside the iterator
+            elif mode == "consumer-waiting-no-with":  # the iterator must close itself when interrupted
                 consume(ds.iter_epoch(epoch))
             else:
                 with ds.iter_epoch(epoch) as it:
                     consume(it)
             epoch += 1
 
+    def mark_ready():
+        if not hasattr(main, "ready"):
+            main.ready = True
+            print("ready", flush=True)
+
     def consume(it):
         for batch in it:
-            if not hasattr(main, "ready"):
-                main.ready = True
-                print("ready", flush=True)
+            mark_ready()
             if mode == "consumer-busy":
                 time.sleep(0.01)
 
@@ -146,7 +155,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["consumer-waiting", "consumer-waiting-no-with", "consumer-busy"])
+@pytest.mark.parametrize(
+    "mode", ["consumer-waiting", "consumer-waiting-no-with", "consumer-busy", "bare-loop-waiting", "bare-loop-busy"]
+)
 def test_sigint_while_iterating_exits_with_keyboard_interrupt(pyarrow_file, tmp_path, mode):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)

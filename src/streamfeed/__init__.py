@@ -29,6 +29,7 @@ _EXPORTS = {
     "ErrorBudgetExceeded": ".errors",
     "ErrorPolicy": ".errors",
     "MemoryLimitError": ".errors",
+    "UserFunctionError": ".errors",
     "SchemaError": ".errors",
     "StateError": ".errors",
     "StreamfeedError": ".errors",
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         SchemaError,
         StateError,
         StreamfeedError,
+        UserFunctionError,
     )
     from .inspect import InspectReport, inspect
     from .inspect.quality import QualityReport, quality_report

@@ -54,6 +54,20 @@ class CorruptFileError(StreamfeedError, OSError):
     """A file that cannot be read: truncated, wrong format, unreadable."""
 
 
+class ManifestMismatchError(CorruptFileError):
+    """A published directory whose files are not what its manifest lists.
+
+    A listed shard is missing or of another size or checksum, or a file the
+    manifest does not list sits among the shards (a leftover of another
+    write, or added later). Never skipped: reading part of a dataset as if
+    it were all of it is what the manifest is there to prevent.
+    """
+
+
+class PublishError(StreamfeedError, OSError):
+    """Output that was written but could not be put in place (a rename or sync the system refused)."""
+
+
 class ErrorBudgetExceeded(StreamfeedError, RuntimeError):
     """More input was skipped than the user's error budget allows."""
 
@@ -87,6 +101,19 @@ class UnknownNameError(StreamfeedError, KeyError):
 
 class MemoryLimitError(StreamfeedError, MemoryError):
     """The pipeline cannot work within its memory limit."""
+
+
+class BackendError(StreamfeedError, RuntimeError):
+    """The Keras backend in use cannot do what was asked (e.g. string tensors outside TensorFlow)."""
+
+
+class UserFunctionError(StreamfeedError, RuntimeError):
+    """A user's ``map`` or ``filter`` function raised, or broke its contract.
+
+    A bug in code, not bad input: ``on_error="skip"`` never skips it. The
+    message names the function and the fragment (or batch) it ran on; the
+    function's own exception, if any, is the ``__cause__``.
+    """
 
 
 def require(module: str, extra: str):

@@ -27,19 +27,29 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, cast
 
 import numpy as np
 
 from .core import Chunk, Position, Source, chunk_len
-from .errors import ArgumentError, BadInputReport, DataError, MemoryLimitError, OnError, describe
+from .errors import (
+    ArgumentError,
+    BadInputReport,
+    CorruptFileError,
+    DataError,
+    MemoryLimitError,
+    OnError,
+    UserFunctionError,
+    describe,
+)
 from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
 from .runtime.batch import PAD_MASK, LastBatch, num_batches
 from .runtime.epoch import produce_epoch
-from .runtime.reader import read_fragment
+from .runtime.reader import op_place, read_fragment
 from .runtime.spec import EpochSpec, Op
 from .state import make_state, parse_state
 
@@ -51,19 +61,53 @@ if TYPE_CHECKING:
 logger = logging.getLogger("streamfeed")
 
 
-def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
-    def op(chunk: Chunk) -> Chunk:
+def _call_user(fn: Callable[[Chunk], Any], chunk: Chunk, kind: str, name: str, *, mask: bool = False) -> Any:
+    """``fn(chunk)`` (as a boolean array if ``mask``); what it raises names it and where it ran.
+
+    A failing user function is a bug, not bad input: it becomes a
+    :class:`UserFunctionError`, which ``on_error="skip"`` never skips.
+    streamfeed's own transforms (``decode_images``) are not user code: the
+    data faults they find (undecodable bytes, an image bomb) stay data
+    faults, under the error policy like a fragment that cannot be read.
+    """
+    try:
         out = fn(chunk)
-        if chunk_len(out) != chunk_len(chunk):
-            raise DataError(
-                describe(
-                    f"map function {name} changed the number of rows",
-                    expected=f"{chunk_len(chunk)} rows out, as many as in",
-                    found=f"{chunk_len(out)}",
-                    fix="use .filter() to drop rows; map must keep one output row per input row",
-                )
+        return np.asarray(out, dtype=bool) if mask else out
+    except Exception as exc:
+        ours = str(getattr(fn, "__module__", "")).startswith("streamfeed.")
+        if ours and isinstance(exc, (CorruptFileError, DataError)):
+            raise
+        raise UserFunctionError(
+            describe(
+                f"{kind} {name!r} raised {type(exc).__name__}: {exc}",
+                where=op_place(),
+                fix=f"fix {name}: an error in user code always raises (on_error='skip' skips only bad data)",
             )
-        return out
+        ) from exc
+
+
+def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
+    """``fn`` as an op that must return a dict of columns with as many rows as it was given."""
+
+    def op(chunk: Chunk) -> Chunk:
+        rows = chunk_len(chunk)
+        out = _call_user(fn, chunk, "map function", name)
+        if not isinstance(out, dict):
+            found = f"a {type(out).__name__}"
+        else:
+            wrong = {key: len(column) if hasattr(column, "__len__") else None for key, column in out.items()}
+            found = ", ".join(f"{key!r}: {n} rows" for key, n in wrong.items() if n != rows)
+            if not found and (out or not rows):
+                return out
+        raise UserFunctionError(
+            describe(
+                f"map function {name!r} changed the number of rows",
+                where=op_place(),
+                expected=f"a dict of columns of {rows} rows, as many as in",
+                found=found or "no columns",
+                fix="use .filter() to drop rows; map must keep one output row per input row",
+            )
+        )
 
     op.__name__ = name
     op.new_columns = tuple(getattr(fn, "new_columns", ()))  # type: ignore[attr-defined]
@@ -71,14 +115,18 @@ def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk]
 
 
 def _filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[[Chunk], Chunk]:
+    """``predicate`` as an op keeping the rows where its mask (one bool per row) is True."""
+
     def op(chunk: Chunk) -> Chunk:
-        mask = np.asarray(predicate(chunk), dtype=bool)
+        mask = _call_user(predicate, chunk, "filter predicate", name, mask=True)
         if mask.shape != (chunk_len(chunk),):
-            raise DataError(
+            raise UserFunctionError(
                 describe(
-                    f"filter predicate {name} returned the wrong shape",
-                    expected=f"a boolean mask of shape ({chunk_len(chunk)},)",
+                    f"filter predicate {name!r} returned the wrong shape",
+                    where=op_place(),
+                    expected=f"a boolean mask of shape ({chunk_len(chunk)},), one entry per row",
                     found=f"shape {mask.shape}",
+                    fix=f"make {name} return one bool per row of the columns it is given",
                 )
             )
         return {key: column[mask] for key, column in chunk.items()}
@@ -500,7 +548,11 @@ class EpochIterator:
 
     :meth:`get_state` is the JSON-able state to save: restoring it with
     ``dataset.iter_epoch(state=...)`` continues with the next batch. Owns a
-    producer thread and a read pool: close it.
+    producer thread and a read pool: close it (``with``, ``close()``). Its
+    threads also stop at the epoch's end, when a ``KeyboardInterrupt``
+    reaches the consumer, and when the iterator is dropped unclosed (``for
+    batch in dataset: break``). Several threads may share one: each gets
+    ``StopIteration`` at the end of the epoch or after ``close()``.
     """
 
     def __init__(
@@ -513,21 +565,28 @@ class EpochIterator:
         self.position = start
         spec = dataset.epoch_spec(epoch)
         self._plan = spec.plan
-        self._metrics = resolve(metrics)
-        if self._metrics is not None:
-            self._metrics.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
+        self._metrics = timing = resolve(metrics)
+        if timing is not None:
+            timing.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
+        # Neither the producer thread nor the finalizer may refer to self: a
+        # dropped iterator must be collected for its threads to be stopped.
         self._background: BackgroundIterator[tuple[Chunk, Position]] = BackgroundIterator(
-            lambda stop: produce_epoch(spec, start, stop, self._metrics),
+            lambda stop: produce_epoch(spec, start, stop, timing),
             depth=spec.layout.prefetch,
             name="streamfeed-epoch",
-            metrics=self._metrics,
+            metrics=timing,
         )
+        self._finalizer = weakref.finalize(self, self._background.close)
 
     def __iter__(self) -> Iterator[Chunk]:
         return self
 
     def __next__(self) -> Chunk:
-        batch, self.position = next(self._background)
+        try:
+            batch, self.position = next(self._background)
+        except KeyboardInterrupt:  # Ctrl-C in a bare for loop: nothing else would close it
+            self.close()
+            raise
         return batch
 
     @property
@@ -566,7 +625,8 @@ class EpochIterator:
         }
 
     def close(self) -> None:
-        self._background.close()
+        """Stops the epoch's threads and waits for them; safe to call more than once."""
+        self._finalizer()
 
     def __enter__(self) -> "EpochIterator":
         return self

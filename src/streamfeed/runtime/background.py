@@ -1,8 +1,10 @@
 """Runs a producer in a background thread behind a bounded queue.
 
 This is the prefetch stage and the owner of shutdown: closing the iterator
-(explicitly, by leaving a ``with`` block, or when the consumer is
-interrupted) stops the producer, which in turn closes what it opened.
+(explicitly, by leaving a ``with`` block, when the consumer is interrupted,
+or when its owner is dropped) stops the producer, which in turn closes what
+it opened. Several threads may consume one iterator: the end of the items,
+and ``close()``, wake every one of them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ if TYPE_CHECKING:
     from .metrics import StageMetrics
 
 T = TypeVar("T")
-_END = object()
+_END = object()  # stays in the queue: each consumer that takes it puts it back for the next
 _POLL_SECONDS = 0.05
+_OWN_THREADS = "streamfeed-"  # the prefix of every thread streamfeed starts
 
 
 class _Failure:
@@ -102,7 +105,8 @@ class BackgroundIterator(Generic[T]):
             raise
         if item is _END:
             self._finished = True
-            self._thread.join()
+            self._end_for_next_consumer()
+            self._join()
             raise StopIteration
         if isinstance(item, _Failure):
             self.close()
@@ -115,22 +119,43 @@ class BackgroundIterator(Generic[T]):
         return self._queue.qsize()
 
     def close(self) -> None:
-        """Stops the producer and waits for it; safe to call more than once."""
+        """Stops the producer and waits for it; safe to call more than once, from any thread.
+
+        Consumers blocked in ``next()`` on other threads (Keras's tf.data
+        thread when fit stops early, or threads sharing the iterator) each
+        get ``StopIteration`` rather than waiting forever.
+        """
         self._finished = True
         self._stop.set()
-        while True:  # unblock a producer waiting on a full queue
+        self._drain()  # unblock a producer waiting on a full queue
+        self._join()
+        self._drain()  # an item put while the producer was stopping
+        self._end_for_next_consumer()
+
+    def _drain(self) -> None:
+        while True:
             try:
                 self._queue.get_nowait()
             except queue.Empty:
-                break
-        if self._thread is not threading.current_thread():
-            self._thread.join()
-        # A consumer blocked in get() on another thread (Keras's tf.data thread
-        # when fit stops early) would wait forever and hang interpreter exit.
+                return
+
+    def _end_for_next_consumer(self) -> None:
         try:
             self._queue.put_nowait(_END)
-        except queue.Full:
+        except queue.Full:  # an end is already queued, or the unjoined producer filled it (no consumer is left)
             pass
+
+    def _join(self) -> None:
+        """Waits for the producer, except on one of streamfeed's own threads.
+
+        ``close()`` may run on any thread: from a finalizer, wherever the
+        garbage collector happens to run. On the producer itself, or on a
+        read thread the producer is waiting for, joining would wait forever;
+        there, setting ``stop`` is enough: the producer ends on its own.
+        """
+        current = threading.current_thread()
+        if current is not self._thread and not current.name.startswith(_OWN_THREADS):
+            self._thread.join()
 
     def __enter__(self) -> "BackgroundIterator[T]":
         return self

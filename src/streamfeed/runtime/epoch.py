@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core import Chunk, Position, chunk_len, slice_chunk
 from .batch import Batcher
-from .reader import OrderedReader
+from .reader import OrderedReader, apply_ops
 from .shuffle import UnitBuffer, permuted_pieces, unit_permutation
 from .spec import EpochSpec
 
@@ -54,6 +54,9 @@ def produce_epoch(
         metrics=metrics,
     )
     batcher = Batcher(spec.batch_size, spec.last_batch) if spec.batch_size else None
+    # Each batch's number in the epoch, for errors (a resumed state starts on a batch boundary).
+    first = (plan.rows_before(start.unit) + start.offset) // spec.batch_size if spec.batch_size else 0
+    numbers = itertools.count(first)
     buffer = UnitBuffer() if spec.seed is not None else None
     chunks = iter(reader)
     try:
@@ -70,13 +73,14 @@ def produce_epoch(
             for piece, piece_start, rows in _measured(unit_pieces, metrics, "assemble"):
                 if batcher is None:
                     end = piece_start + chunk_len(piece)
-                    yield _apply(spec, piece), Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
+                    after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
+                    yield _apply(spec, piece, next(numbers)), after
                     continue
                 for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
-                    yield _apply(spec, batch), position
+                    yield _apply(spec, batch, next(numbers)), position
         if batcher is not None:
             for batch, position in _measured(batcher.finish(), metrics, "batch"):
-                yield _apply(spec, batch), position
+                yield _apply(spec, batch, next(numbers)), position
     finally:
         reader.close()
 
@@ -167,7 +171,8 @@ def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Ite
         yield item
 
 
-def _apply(spec: EpochSpec, batch: Chunk) -> Chunk:
-    for op in spec.batch_ops:
-        batch = op(batch)
-    return batch
+def _apply(spec: EpochSpec, batch: Chunk, number: int) -> Chunk:
+    """The per-batch ops on the epoch's batch ``number``, which a user function's error names."""
+    if not spec.batch_ops:
+        return batch
+    return apply_ops(batch, spec.batch_ops, f"batch {number} of epoch {spec.epoch} (both counted from 0)")

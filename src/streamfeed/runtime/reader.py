@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextvars
 import functools
 import threading
 import time
@@ -31,20 +32,47 @@ def read_fragment(
 ) -> Chunk | None:
     """Reads one fragment and applies the per-fragment ops.
 
-    Under the report's ``on_error="skip"`` a fragment that cannot be read
-    is recorded in the report (with its row count) and ``None`` is
-    returned; under ``"raise"`` the error propagates, naming the fragment. With ``metrics``,
-    the read (wall and CPU time, rows, bytes) is recorded; the ops are
-    timed by their wrappers (:meth:`StageMetrics.timed_op`).
+    Data faults (:class:`CorruptFileError`, :class:`DataError`: unreadable,
+    corrupt, undecodable, failing the null policy, from ``read()`` or from
+    streamfeed's own transforms among the ops) are under the error policy:
+    under the report's ``on_error="skip"`` the fragment is recorded in the
+    report (with its row count) and ``None`` is returned; under ``"raise"``
+    the error propagates, naming the fragment. A user function's failure
+    reaches here as a :class:`~streamfeed.errors.UserFunctionError`, which
+    is not a data fault: it always propagates. With ``metrics``, the read
+    (wall and CPU time, rows, bytes) is recorded; the ops are timed by
+    their wrappers (:meth:`StageMetrics.timed_op`).
     """
     try:
         chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
-        for op in row_ops:
-            chunk = op(chunk)
-        return chunk
+        return apply_ops(chunk, row_ops, f"{fragment.path}, {fragment.location}")
     except (CorruptFileError, DataError) as exc:
         report.reject(exc, path=fragment.path, location=fragment.location, rows=fragment.num_rows)
         return None
+
+
+_PLACE: contextvars.ContextVar[str] = contextvars.ContextVar("streamfeed_op_place", default="")
+
+
+def apply_ops(chunk: Chunk, ops: Sequence[RowOp], place: str) -> Chunk:
+    """``chunk`` through ``ops`` in order, with :func:`op_place` saying ``place`` meanwhile.
+
+    ``place`` (a fragment's file and location, or a batch) is what a user
+    function's error names; ops take only a chunk, and the metrics' timing
+    wrappers must not lose it, so it travels in this thread's context.
+    """
+    token = _PLACE.set(place)
+    try:
+        for op in ops:
+            chunk = op(chunk)
+        return chunk
+    finally:
+        _PLACE.reset(token)
+
+
+def op_place() -> str:
+    """Where the ops running in this thread are applied ("" outside :func:`apply_ops`)."""
+    return _PLACE.get()
 
 
 def _timed_read(fragment: Fragment, metrics: "StageMetrics") -> Chunk:
