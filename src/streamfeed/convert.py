@@ -4,12 +4,21 @@ Columns keep their dtypes; arrays with more than one dimension per row
 (images, embeddings) are stored as fixed-size lists with their row shape in
 the field metadata, which ``read_parquet`` restores, so reading the shards
 gives back exactly the samples that were written.
+
+The destination directory is published whole (``writers/publish.py``): the
+shards are written into a hidden temporary sibling, a manifest
+(``_streamfeed_manifest.json``: every shard's rows, bytes and sha256) is
+written last, and one rename of the directory puts it in place. A killed
+conversion leaves no destination, or the previous one; a non-empty
+destination is refused unless ``overwrite=True`` and it holds a previous
+output, which is then replaced as atomically.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,11 +26,14 @@ from typing import TYPE_CHECKING, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .core import Chunk, chunk_len, slice_chunk
 from .inspect.progress import progress as progress_bar
 from .sources._arrow import ROW_SHAPE_METADATA
+from .sources._paths import MANIFEST_NAME
+from .writers.publish import Publication
 
 if TYPE_CHECKING:
     from .pipeline import Dataset
@@ -30,6 +42,7 @@ logger = logging.getLogger("streamfeed")
 DEFAULT_SHARD_ROWS = 1_000_000
 DEFAULT_ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 64 * 2**20  # wide rows (images) get fewer rows per group
+_PARQUET_SHARD = re.compile(r"part-\d{5}\.parquet")  # what an output without a manifest (older versions) holds
 
 
 def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
@@ -59,6 +72,7 @@ class ConvertSummary:
 
     destination: str
     files: list[str] = field(default_factory=list)
+    manifest: str = ""
     rows: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -81,44 +95,59 @@ def convert_to_parquet(
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     compression: str = "zstd",
     progress: bool | None = False,
+    overwrite: bool = False,
 ) -> ConvertSummary:
     """Writes ``dataset`` (one unshuffled pass) as ``part-00000.parquet``, ``part-00001``, ...
 
     Row groups of ``row_group_rows`` (fewer for rows wider than
     ``ROW_GROUP_BYTES`` allows) make good fragments for streaming back;
     each shard holds at most ``shard_rows`` rows. ``progress``: a bar with
-    rows/s and ETA (None: on a terminal).
+    rows/s and ETA (None: on a terminal). The directory appears whole, with
+    its manifest, or not at all; ``overwrite`` replaces a previous output
+    there (never a directory holding other files).
     """
     target = Path(destination)
-    target.mkdir(parents=True, exist_ok=True)
     summary = ConvertSummary(destination=str(target))
     started = time.perf_counter()
-    writer: pq.ParquetWriter | None = None
-    in_shard = 0
     row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // dataset.source.row_bytes)))
-    with progress_bar(dataset.num_rows(), "converting", unit="rows", enabled=progress) as advance:
-        for chunk in _rows(dataset.batch(row_group_rows).prefetch(2)):
-            start = 0
-            while start < chunk_len(chunk):
-                if writer is None or in_shard >= shard_rows:
-                    if writer is not None:
-                        writer.close()
-                    path = target / f"part-{len(summary.files):05d}.parquet"
-                    summary.files.append(str(path))
-                    writer, in_shard = None, 0
-                take = min(shard_rows - in_shard, chunk_len(chunk) - start)
-                table = chunk_to_table(slice_chunk(chunk, start, start + take))
-                if writer is None:
-                    writer = pq.ParquetWriter(summary.files[-1], table.schema, compression=compression)
-                writer.write_table(table, row_group_size=row_group_rows)
-                in_shard += take
-                start += take
-                summary.rows += take
-                advance(take)
-    if writer is not None:
-        writer.close()
+    with Publication(
+        str(target),
+        filesystem=pafs.LocalFileSystem(),
+        overwrite=overwrite,
+        owns=lambda name: bool(_PARQUET_SHARD.fullmatch(name)),
+        data_format="parquet",
+    ) as publication:
+        writer: pq.ParquetWriter | None = None
+        name, in_shard = "", 0
+        try:
+            with progress_bar(dataset.num_rows(), "converting", unit="rows", enabled=progress) as advance:
+                for chunk in _rows(dataset.batch(row_group_rows).prefetch(2)):
+                    start = 0
+                    while start < chunk_len(chunk):
+                        if writer is not None and in_shard >= shard_rows:
+                            writer.close()
+                            publication.add(name, in_shard)
+                            writer, in_shard = None, 0
+                        take = min(shard_rows - in_shard, chunk_len(chunk) - start)
+                        table = chunk_to_table(slice_chunk(chunk, start, start + take))
+                        if writer is None:
+                            name = f"part-{len(publication.shards):05d}.parquet"
+                            writer = pq.ParquetWriter(publication.path(name), table.schema, compression=compression)
+                        writer.write_table(table, row_group_size=row_group_rows)
+                        in_shard += take
+                        start += take
+                        summary.rows += take
+                        advance(take)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is not None:  # the last shard, closed above
+            publication.add(name, in_shard)
+        manifest = publication.commit()
+    summary.files = [str(target / entry["path"]) for entry in manifest["files"]]
+    summary.manifest = str(target / MANIFEST_NAME)
     summary.seconds = time.perf_counter() - started
-    summary.bytes_written = sum(Path(path).stat().st_size for path in summary.files)
+    summary.bytes_written = sum(entry["bytes"] for entry in manifest["files"])
     summary.skipped = dataset.report.to_dict()
     return summary
 
@@ -129,15 +158,19 @@ def convert_to_tfrecord(
     *,
     shard_rows: int = 100_000,
     compression: Literal["GZIP"] | None = None,
+    overwrite: bool = False,
 ) -> ConvertSummary:
-    """Writes ``dataset`` (one unshuffled pass) as ``part-0000i-of-0000N.tfrecord`` shards."""
+    """Writes ``dataset`` (one unshuffled pass) as ``part-0000i-of-0000N.tfrecord`` shards, published whole."""
     from .writers.tfrecord import write_tfrecord
 
     started = time.perf_counter()
-    files = write_tfrecord(dataset, Path(destination) / "part", shard_rows=shard_rows, compression=compression)
+    files = write_tfrecord(
+        dataset, Path(destination) / "part", shard_rows=shard_rows, compression=compression, overwrite=overwrite
+    )
     return ConvertSummary(
         destination=str(destination),
         files=files,
+        manifest=str(Path(destination) / MANIFEST_NAME),
         rows=dataset.num_rows(),
         bytes_written=sum(Path(path).stat().st_size for path in files),
         seconds=time.perf_counter() - started,

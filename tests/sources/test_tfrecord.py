@@ -158,7 +158,9 @@ def test_writer_output_reads_back_in_tensorflow(tmp_path, compression):
     )
     ext = ".tfrecord.gz" if compression else ".tfrecord"
     assert [Path(p).name for p in paths] == [f"train-{i:05d}-of-00004{ext}" for i in range(4)]
-    assert sorted(os.listdir(tmp_path / "out")) == [Path(p).name for p in paths]  # no temporary files left
+    # no temporary files left: the shards and the manifest written last
+    assert sorted(os.listdir(tmp_path / "out")) == ["_streamfeed_manifest.json", *(Path(p).name for p in paths)]
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # nor beside the directory
     spec = {
         "id": tf.io.FixedLenFeature([], tf.int64),
         "x": tf.io.FixedLenFeature([3], tf.float32),
@@ -201,7 +203,31 @@ def test_writer_takes_a_dataset_and_refuses_to_overwrite(tmp_path):
     with pytest.raises(FileExistsError, match="copy-00000-of-00003"):
         write_tfrecord({"id": np.arange(3)}, tmp_path / "b" / "copy")
     again = write_tfrecord({"id": np.arange(3)}, tmp_path / "b" / "copy", overwrite=True)
-    assert sorted(os.listdir(tmp_path / "b")) == ["copy-00000-of-00001.tfrecord"] and len(again) == 1
+    assert sorted(os.listdir(tmp_path / "b")) == ["_streamfeed_manifest.json", "copy-00000-of-00001.tfrecord"]
+    assert len(again) == 1 and sorted(read_all(read_tfrecord(tmp_path / "b"))["id"]) == [0, 1, 2]
+
+
+def test_writer_refuses_a_directory_holding_other_files_even_with_overwrite(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "notes.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match="notes.txt"):
+            write_tfrecord({"id": np.arange(3)}, tmp_path / "d" / "train", overwrite=overwrite)
+        assert sorted(os.listdir(tmp_path / "d")) == ["notes.txt"]
+
+
+def test_writer_failing_midway_leaves_the_old_set_and_no_temporaries(tmp_path):
+    write_tfrecord({"id": np.arange(10)}, tmp_path / "d" / "train", shard_rows=4)
+
+    def chunks():
+        yield {"id": np.arange(5)}
+        raise RuntimeError("the source broke")
+
+    with pytest.raises(RuntimeError, match="the source broke"):
+        write_tfrecord(chunks(), tmp_path / "d" / "train", shard_rows=2, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["d"]
+    assert sorted(read_all(read_tfrecord(tmp_path / "d"))["id"]) == list(range(10))
+    assert len(os.listdir(tmp_path / "d")) == 4  # three shards and the manifest
 
 
 def test_writer_with_no_rows_leaves_one_empty_file_tensorflow_reads(tmp_path):

@@ -1,4 +1,9 @@
-"""``streamfeed convert``: any source to sharded Parquet or TFRecord."""
+"""``streamfeed convert``: any source to sharded Parquet or TFRecord.
+
+The destination directory appears whole, with its manifest, or not at all;
+an existing non-empty one is refused unless ``--overwrite`` and it holds a
+previous output, which is then replaced atomically (``writers/publish.py``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ from pathlib import Path
 def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="rewrite any supported source as sharded Parquet or TFRecord")
     convert.add_argument("source", help="file, directory or glob")
-    convert.add_argument("destination", type=Path, help="directory for the part-NNNNN files")
+    convert.add_argument(
+        "destination", type=Path, help="directory for the part-NNNNN files and their manifest (published whole)"
+    )
     convert.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
     convert.add_argument("--to", choices=["parquet", "tfrecord"], default="parquet", help="output format")
     convert.add_argument("--compression", choices=["GZIP"], default=None, help="TFRecord compression")
@@ -19,6 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it"
     )
     convert.add_argument("--report", type=Path, default=None, help="write skipped input as JSON lines here")
+    convert.add_argument(
+        "--overwrite", action="store_true", help="replace a previous output in DESTINATION (atomically)"
+    )
     convert.add_argument("--json", action="store_true", help="print the summary as JSON")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=run)
@@ -35,10 +45,16 @@ def run(args: argparse.Namespace) -> int:
     dataset = reader_for(source_format)(args.source, on_error=args.on_error, report_path=args.report, **options)
     if args.to == "tfrecord":
         summary = convert_to_tfrecord(
-            dataset, args.destination, shard_rows=args.shard_rows, compression=args.compression
+            dataset,
+            args.destination,
+            shard_rows=args.shard_rows,
+            compression=args.compression,
+            overwrite=args.overwrite,
         )
     else:
-        summary = convert_to_parquet(dataset, args.destination, shard_rows=args.shard_rows, progress=None)
+        summary = convert_to_parquet(
+            dataset, args.destination, shard_rows=args.shard_rows, progress=None, overwrite=args.overwrite
+        )
     if args.json:
         print(json.dumps(summary.to_dict()))
     else:

@@ -4,12 +4,17 @@ Accepts a file, a directory (walked recursively), a glob, or a list of any
 of these, as local paths or URIs (``s3://bucket/prefix``) that pyarrow's
 filesystems — or fsspec's, wrapped — understand. Hidden and bookkeeping
 files (``.crc``, ``_SUCCESS``, ``_metadata``) are left out.
+
+A directory that streamfeed's writers published holds a manifest
+(``_streamfeed_manifest.json``, written last, see ``writers/publish.py``);
+reading such a directory checks its files against it (:func:`check_manifests`).
 """
 
 from __future__ import annotations
 
 import glob as globlib
 import hashlib
+import json
 import os
 import urllib.parse
 from dataclasses import dataclass
@@ -19,7 +24,7 @@ from typing import Callable, Iterable, Sequence, Union
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import MissingDependencyError, NotFoundError, describe, require
+from ..errors import CorruptFileError, ManifestMismatchError, MissingDependencyError, NotFoundError, describe, require
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -72,6 +77,9 @@ def resolve_files(
 
     Files found inside a directory are kept by ``suffixes`` and, when given,
     by ``keep(base_name)``; files named explicitly or by a glob are always kept.
+    A directory (or a directory below it) holding a streamfeed manifest must
+    match it (:func:`check_manifests`); files named explicitly or by a glob
+    are taken as they are.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
@@ -102,15 +110,16 @@ def resolve_files(
             if info.type == pafs.FileType.NotFound:
                 raise NotFoundError(describe("No such file or directory", where=path, fix="check the path"))
             if info.type == pafs.FileType.Directory:
-                selector = pafs.FileSelector(path, recursive=True)
+                entries = item_fs.get_file_info(pafs.FileSelector(path, recursive=True))
                 matches = [
                     entry.path
-                    for entry in item_fs.get_file_info(selector)
+                    for entry in entries
                     if entry.type == pafs.FileType.File
                     and not any(_is_hidden(part) for part in entry.path[len(path) :].split("/") if part)
                     and (not suffixes or entry.path.lower().endswith(suffixes) or "." not in entry.base_name)
                     and (keep is None or keep(entry.base_name))
                 ]
+                check_manifests(item_fs, path, entries, matches)
                 roots.append(path)
             else:
                 matches = [path]
@@ -144,3 +153,107 @@ def file_digest(files: Iterable[tuple[str, int]], extra: Iterable[str] = ()) -> 
     for line in extra:
         digest.update(f"{line}\n".encode())
     return digest.hexdigest()[:16]
+
+
+MANIFEST_NAME = "_streamfeed_manifest.json"
+MANIFEST_FORMAT = "streamfeed-manifest"
+MANIFEST_VERSION = 1
+
+
+def load_manifest(fs: pafs.FileSystem, path: str) -> dict:
+    """The manifest at ``path``, checked for shape: ``{"format", "version", "rows", "files": [...]}``.
+
+    Each entry of ``files`` is ``{"path", "rows", "bytes", "sha256"}``, its
+    path relative to the manifest's directory (``/``-separated, never
+    leaving it).
+    """
+
+    def refuse(found: str) -> CorruptFileError:
+        return CorruptFileError(
+            describe(
+                "A streamfeed manifest is not readable",
+                where=path,
+                expected=f"JSON of format {MANIFEST_FORMAT!r}, version {MANIFEST_VERSION}",
+                found=found,
+                fix="write the directory again (with overwrite), or delete the manifest to read the files as they are",
+            )
+        )
+
+    try:
+        with fs.open_input_stream(path) as stream:
+            manifest = json.loads(stream.read())
+    except (OSError, ValueError) as exc:
+        raise refuse(str(exc)) from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise refuse(f"a {type(manifest).__name__} without format {MANIFEST_FORMAT!r}")
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise refuse(f"version {manifest.get('version')!r}")
+    files = manifest.get("files")
+    if not isinstance(files, list) or not isinstance(manifest.get("rows"), int):
+        raise refuse("no list of files or no row count")
+    for entry in files:
+        name = entry.get("path") if isinstance(entry, dict) else None
+        if (
+            not isinstance(name, str)
+            or not name
+            or name.startswith("/")
+            or ".." in name.split("/")
+            or not all(isinstance(entry.get(key), int) and entry[key] >= 0 for key in ("rows", "bytes"))
+            or not isinstance(entry.get("sha256"), str)
+        ):
+            raise refuse(f"the entry {entry!r}")
+    return manifest
+
+
+def check_manifests(fs: pafs.FileSystem, root: str, entries: Sequence[pafs.FileInfo], data: Iterable[str]) -> None:
+    """Refuses a directory tree whose files are not what its manifests list.
+
+    ``entries`` is the recursive listing of ``root`` and ``data`` the files
+    a reader would read from it. Every manifest found (outside hidden
+    directories) must have each listed shard present with the listed size,
+    and every data file below a manifest's directory must be listed by the
+    nearest such manifest: a shard missing or cut short, or a leftover of
+    another write among the shards, raises :class:`ManifestMismatchError`
+    naming the file. Names and sizes only, from the listing the reader
+    makes anyway: checksums would read every byte at every open, which is
+    the cost of a full pass (``streamfeed.writers.publish.verify_output``
+    does that on demand).
+    """
+    sizes = {entry.path: entry.size for entry in entries if entry.type == pafs.FileType.File}
+    listed: dict[str, set[str]] = {}
+    for path in sizes:
+        relative = path[len(root) :].split("/")
+        if relative[-1] != MANIFEST_NAME or any(_is_hidden(part) for part in relative[:-1] if part):
+            continue
+        directory = path.rsplit("/", 1)[0]
+        manifest = load_manifest(fs, path)
+        listed[directory] = set()
+        for entry in manifest["files"]:
+            shard = f"{directory}/{entry['path']}"
+            listed[directory].add(shard)
+            if sizes.get(shard) != entry["bytes"]:
+                raise ManifestMismatchError(
+                    describe(
+                        "A shard of a published directory is not as its manifest lists it",
+                        where=shard,
+                        expected=f"{entry['bytes']} bytes, as {path} lists",
+                        found="missing" if shard not in sizes else f"{sizes[shard]} bytes",
+                        fix="write the directory again (with overwrite); it is not the output that was published",
+                    )
+                )
+    if not listed:
+        return
+    for path in data:
+        directory = path.rsplit("/", 1)[0]
+        while directory not in listed and len(directory) > len(root):
+            directory = directory.rsplit("/", 1)[0]
+        if directory in listed and path not in listed[directory]:
+            raise ManifestMismatchError(
+                describe(
+                    "A file among the shards of a published directory is not in its manifest",
+                    where=path,
+                    expected=f"only the {len(listed[directory])} files {directory}/{MANIFEST_NAME} lists",
+                    found="a file not listed (a leftover of another write, or added after publishing)",
+                    fix="remove it, or write the directory again (with overwrite)",
+                )
+            )

@@ -8,9 +8,11 @@ UTF-8) a ``bytes_list``. A column of shape ``(rows, *shape)`` stores
 ``features={name: (kind, shape)}``.
 
 Files are named ``name-00000-of-00004.tfrecord`` (``.tfrecord.gz`` with
-GZIP). The shard count is known only at the end, so shards are written
-under hidden temporary names and renamed once all are complete: a crash
-never leaves a set that looks whole.
+GZIP). Their directory is the unit of output, published whole
+(``writers/publish.py``): the shards are written into a hidden temporary
+sibling directory, named once their count is known, listed in a manifest
+written last, and the directory is put in place with one rename. A crash
+leaves no directory, or the previous one, never a set that looks whole.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from ..core import Chunk, chunk_len
-from ..errors import ArgumentError, OutputExistsError, SchemaError, describe
+from ..errors import ArgumentError, SchemaError, describe
 from ..sources import _tfrecord_format as fmt
 from ..sources._paths import _filesystem_for
+from .publish import Publication
 
 _SUFFIX = re.compile(r"\.(tfrecords?|tfrec)(\.gz)?$", re.IGNORECASE)
 
@@ -140,11 +143,15 @@ def write_tfrecord(
             in its order), one chunk (dict of equal-length arrays), or an
             iterable of chunks.
         path_pattern: ``dir/name`` (a ``.tfrecord`` suffix is allowed); files
-            become ``dir/name-00000-of-0000N.tfrecord`` (``.tfrecord.gz``).
+            become ``dir/name-00000-of-0000N.tfrecord`` (``.tfrecord.gz``),
+            beside a manifest ``dir/_streamfeed_manifest.json``. ``dir`` is
+            published whole: it must be absent or empty.
         shard_rows: rows per file (the last may have fewer).
         compression: ``None`` or ``"GZIP"``.
-        overwrite: replace an existing set of that name (otherwise an
-            existing ``name-*-of-*`` file is an error).
+        overwrite: replace a previous output in ``dir`` (its manifest and
+            shards, or a set of this name without a manifest), atomically.
+            A directory holding any other file is refused even so: write
+            each set into its own directory.
 
     Returns:
         The paths written, in order. No rows still gives one empty file.
@@ -157,32 +164,21 @@ def write_tfrecord(
     prefix = _SUFFIX.sub("", prefix)
     directory, name = prefix.rsplit("/", 1) if "/" in prefix else (".", prefix)
     extension = ".tfrecord" + (".gz" if compression == "GZIP" else "")
-    fs.create_dir(directory, recursive=True)
-    existing = sorted(
-        info.path
-        for info in fs.get_file_info(pafs.FileSelector(directory))
-        if re.fullmatch(re.escape(name) + r"-\d{5}-of-\d{5}" + re.escape(extension), info.base_name)
-    )
-    if existing and not overwrite:
-        raise OutputExistsError(
-            describe(
-                "TFRecord files of this name exist already",
-                where=existing[0],
-                fix="pass overwrite=True, or another path_pattern",
-            )
-        )
+    # what a set of this name without a manifest (written by older versions) holds: overwrite may replace it
+    previous = re.compile(re.escape(name) + r"(-\d{5}-of-\d{5}\.tfrecord(\.gz)?|-\d{5}\.tfrecord(\.gz)?\.incomplete)")
 
-    temporary: list[str] = []
-    state: dict[str, Any] = {"raw": None, "out": None, "rows": 0}
+    written: list[int] = []  # rows of each shard, in order
+    state: dict[str, Any] = {"raw": None, "out": None}
 
-    def open_next() -> None:
-        path = f"{directory}/.{name}-{len(temporary):05d}{extension}.incomplete"
-        temporary.append(path)
-        state["raw"] = fs.open_output_stream(path, compression=None)
+    def staged(publication: Publication, number: int) -> str:
+        return publication.path(f"{name}-{number:05d}{extension}.incomplete")
+
+    def open_next(publication: Publication) -> None:
+        state["raw"] = fs.open_output_stream(staged(publication, len(written)), compression=None)
         state["out"] = (
             gzip.GzipFile(fileobj=state["raw"], mode="wb", mtime=0) if compression == "GZIP" else state["raw"]
         )
-        state["rows"] = 0
+        written.append(0)
 
     def close_current() -> None:
         if state["out"] is not None:
@@ -191,28 +187,31 @@ def write_tfrecord(
             state["raw"].close()
             state["out"] = state["raw"] = None
 
-    try:
-        open_next()
-        for chunk in _chunks(dataset_or_chunks):
-            records = encode_chunk(chunk)
-            at = 0
-            while at < len(records):
-                if state["rows"] == shard_rows:
-                    close_current()
-                    open_next()
-                take = min(shard_rows - state["rows"], len(records) - at)
-                state["out"].write(b"".join(fmt.frame(record) for record in records[at : at + take]))
-                state["rows"] += take
-                at += take
-        close_current()
-    except BaseException:
-        close_current()
-        for path in temporary:
-            fs.delete_file(path)
-        raise
-    for path in existing:
-        fs.delete_file(path)
-    final = [f"{directory}/{name}-{number:05d}-of-{len(temporary):05d}{extension}" for number in range(len(temporary))]
-    for source, target in zip(temporary, final):
-        fs.move(source, target)
-    return final
+    with Publication(
+        directory,
+        filesystem=fs,
+        overwrite=overwrite,
+        owns=lambda base: bool(previous.fullmatch(base.lstrip("."))),
+        data_format="tfrecord",
+    ) as publication:
+        try:
+            open_next(publication)
+            for chunk in _chunks(dataset_or_chunks):
+                records = encode_chunk(chunk)
+                at = 0
+                while at < len(records):
+                    if written[-1] == shard_rows:
+                        close_current()
+                        open_next(publication)
+                    take = min(shard_rows - written[-1], len(records) - at)
+                    state["out"].write(b"".join(fmt.frame(record) for record in records[at : at + take]))
+                    written[-1] += take
+                    at += take
+        finally:
+            close_current()
+        final = [f"{name}-{number:05d}-of-{len(written):05d}{extension}" for number in range(len(written))]
+        for number, (target, rows) in enumerate(zip(final, written)):
+            fs.move(staged(publication, number), publication.path(target))
+            publication.add(target, rows)
+        publication.commit()
+    return [f"{directory}/{target}" for target in final]
