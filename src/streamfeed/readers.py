@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .sources._csv_options import TypeSpec
     from .sources._decode import Decoder, OutputDType, Resize
     from .sources._paths import PathLike
-    from .sources.images import Labels
+    from .sources.images import FollowLinks, Labels
     from .sources.numpy import Specs
     from .sources.tfrecord import Compression
 
@@ -181,6 +181,7 @@ def read_hdf5(
     columns: Mapping[str, str] | None = None,
     rows_per_fragment: int | None = None,
     processes: int | None = None,
+    allow_external: bool = False,
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
     """Streams HDF5 datasets: a file, a directory, a glob or a list of files.
@@ -199,9 +200,16 @@ def read_hdf5(
         processes: read fragments in this many worker processes (HDF5
             decoding holds h5py's global lock, so threads do not decode in
             parallel); ``None`` (default) reads in the pipeline's threads.
+        allow_external: read datasets whose bytes live in another file
+            (external raw storage, or a virtual dataset mapping other
+            files). By default such a file is refused when the dataset
+            opens, naming the dataset and the files it points at: a data
+            file from a stranger could otherwise serve any file on this
+            machine (``/etc/passwd``) as training data. External links are
+            never followed either way.
         on_error: ``"raise"`` (default) or ``"skip"`` unreadable files (and
-            files whose datasets are missing or of unequal lengths) and
-            unreadable row ranges, recorded in ``dataset.report`` (and as
+            files whose datasets are missing or of unequal lengths, or
+            stored in other files) and unreadable row ranges, recorded in ``dataset.report`` (and as
             JSON lines in ``report_path``) within the error budget.
 
     Returns:
@@ -209,7 +217,14 @@ def read_hdf5(
     """
     report = ErrorPolicy(**errors).new_report()
 
-    source = HDF5Source(paths, columns=columns, rows_per_fragment=rows_per_fragment, processes=processes, report=report)
+    source = HDF5Source(
+        paths,
+        columns=columns,
+        rows_per_fragment=rows_per_fragment,
+        processes=processes,
+        allow_external=allow_external,
+        report=report,
+    )
     return Dataset(source, report=report)
 
 
@@ -256,6 +271,8 @@ def read_images(
     fragment_size: int = 128,
     verify_headers: bool = True,
     decode: bool = True,
+    max_image_bytes: int | None = None,
+    follow_links: FollowLinks = "inside",
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
     """Streams a folder of images with one sub-folder per class.
@@ -279,6 +296,15 @@ def read_images(
         decode: ``False`` yields the files' encoded bytes as ``image_bytes``
             instead of ``image`` (what ``streamfeed convert`` stores; decode
             them later with :func:`streamfeed.transforms.decode_images`).
+        max_image_bytes: the most one image may decode to (width x height x
+            channels, from its header, checked before decoding); default a
+            quarter of the default memory limit (128 MiB). A larger image
+            (a decompression bomb) is a bad file: it raises naming the file
+            and its declared size, or is skipped and reported.
+        follow_links: ``"inside"`` (default) follows symbolic links only
+            when their target is inside ``root`` (others are counted in
+            ``source.summary()``); ``"all"`` follows every link. Either way
+            a file reachable under two classes raises naming both paths.
         on_error: ``"raise"`` (default) at the first bad file, naming it, or
             ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
             lines in ``report_path``) within the error budget.
@@ -290,12 +316,13 @@ def read_images(
     report = ErrorPolicy(**errors).new_report()
     source = ImageSource(
         root,
-        spec=decode_spec(size, channels, dtype, resize, decoder),
+        spec=decode_spec(size, channels, dtype, resize, decoder, max_image_bytes),
         labels=labels,
         label_map=label_map,
         fragment_size=fragment_size,
         verify_headers=verify_headers,
         decode=decode,
+        follow_links=follow_links,
         report=report,
     )
     return Dataset(source, report=report)

@@ -10,7 +10,10 @@ row's image and path were never separated.
 
 from __future__ import annotations
 
+import io
 import os
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +119,19 @@ EMPTY_FACTORIES = [
     pytest.param(images_folders_without_images, id="images-no-images"),
     pytest.param(images_only_bad_files_skipped, id="images-all-bad-skipped"),
 ]
+
+
+def declared_png(width: int, height: int, mode: str = "RGB") -> bytes:
+    """A PNG written by Pillow (1x1), whose IHDR then declares ``width`` x ``height`` (CRC fixed).
+
+    A decompression bomb's header without its pixel data: a real 50 000 x
+    50 000 PNG would take gigabytes to write. Everything a decoder learns
+    from the header is what a real bomb's header says.
+    """
+    buffer = io.BytesIO()
+    Image.new(mode, (1, 1)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    assert data[12:16] == b"IHDR"
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    return bytes(data)

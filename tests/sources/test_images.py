@@ -224,7 +224,7 @@ def test_hidden_non_image_unicode_and_symlinks(tmp_path):
     (root / ".git").mkdir()
     (root / "chat noir" / "labels.csv").write_text("a,b")
     save(root / "loose.png", Image.new("L", (3, 3)), "PNG")
-    ds = read_images(root, size=(3, 3), channels=1)
+    ds = read_images(root, size=(3, 3), channels=1, follow_links="all")  # both links point outside the root
     columns = images(ds)
     names = sorted(os.path.basename(p) for p in columns["path"])
     assert names == ["link.png", "s.png", "été 1.png"]
@@ -236,6 +236,9 @@ def test_hidden_non_image_unicode_and_symlinks(tmp_path):
         "repeated_directory": 1,
     }
     assert ds.report.skipped_units == 0  # ignored files are not errors
+    inside = read_images(root, size=(3, 3), channels=1)  # the default follows links inside the root only
+    assert [os.path.basename(p) for p in inside.source.files] == ["été 1.png"]
+    assert inside.source.summary()["links"] == {"outside_root": 2, "repeated_file": 0}
 
 
 # -------------------------------------------------------------- damaged files

@@ -1,4 +1,11 @@
-"""Inspecting HDF5: the tree of groups and datasets with shapes, dtypes, chunking and filters."""
+"""Inspecting HDF5: the tree of groups and datasets with shapes, dtypes, chunking and filters.
+
+A dataset whose bytes live in another file (external raw storage, a
+virtual dataset over other files) is listed with ``storage`` and the
+``external_files`` it names, and a warning, but never read: sampling it
+would print that file's bytes (``/etc/passwd``), which the reader refuses
+to serve too.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import numpy as np
 
 from ..errors import require
 from ..sources._paths import resolve_files
+from ..sources.hdf5 import outside_data
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
 _INDEX_PROBE_ROWS = 1000
@@ -39,6 +47,10 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int |
                     "shuffle": bool(obj.shuffle),
                 }
                 tree.append(entry)
+                outside = outside_data(handle, obj.name)
+                if outside:
+                    _warn_outside(report, entry, obj, outside, file)
+                    return
                 if file_index or not obj.shape:
                     return
                 head = obj[: max(sample_rows, _INDEX_PROBE_ROWS)] if obj.dtype.names is None else obj[:sample_rows]
@@ -59,6 +71,19 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int |
     report.details["tree"] = trees[:5]
     report.rows = _rows_of_all(trees)
     report.rows_exact = report.rows is not None
+
+
+def _warn_outside(report: InspectReport, entry: dict, obj, outside: list, file: str) -> None:
+    """Marks a dataset stored in other files in the tree, and warns; its bytes are not read."""
+    entry["storage"] = "virtual" if obj.is_virtual else "external"
+    entry["external_files"] = sorted({item.file for item in outside})
+    report.warn(
+        "external_storage",
+        f"Dataset {obj.name} keeps its data in another file; it was not read, and read_hdf5 refuses it",
+        where=f"{file}, dataset {obj.name}",
+        found="; ".join(str(item) for item in outside),
+        fix="copy the data into the file, or read with allow_external=True if you trust the files it names",
+    )
 
 
 def _rows_of_all(trees: list[dict]) -> int | None:

@@ -3,7 +3,10 @@
 Each file is read once in blocks (hashed as it is read), decoded at reduced
 size (JPEG DCT-domain draft, else Pillow's reduce) to greyscale, and
 measured with NumPy: mean brightness and the variance of the Laplacian
-(low = blurry). Nothing but one image at a time per thread is held.
+(low = blurry). Nothing but one image at a time per thread is held, and an
+image whose header declares more than ``max_image_bytes`` at the size it
+would be decoded (after the JPEG draft) is reported as undecodable rather
+than decoded: a decompression bomb costs a header read.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import require
+from ..sources._decode import DEFAULT_MAX_IMAGE_BYTES, check_size
 from .progress import progress
 from .report import QualityReport
 
@@ -49,7 +53,7 @@ def _gray(image: Any) -> np.ndarray:
     return np.asarray(image, dtype=np.float64)
 
 
-def measure_image(path: str) -> dict:
+def measure_image(path: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> dict:
     """Hash, format, mode, size, brightness and blur of one file; ``error`` if it does not decode."""
     Image = require("PIL.Image", "images")
     digest = hashlib.blake2b(digest_size=16)
@@ -68,6 +72,7 @@ def measure_image(path: str) -> dict:
             facts.update(format=image.format, mode=image.mode, width=image.width, height=image.height)
             if image.format == "JPEG":
                 image.draft("L" if image.mode == "L" else "RGB", (MAX_SIDE, MAX_SIDE))
+            check_size(image, max_image_bytes)
             image.load()
             factor = max(1, max(image.size) // MAX_SIDE)
             if factor > 1:
@@ -81,12 +86,18 @@ def measure_image(path: str) -> dict:
     return facts
 
 
-def image_quality(files: Sequence[str], *, progress_bar: bool | None = None, threads: int = 4) -> QualityReport:
-    """The quality report of image files."""
+def image_quality(
+    files: Sequence[str],
+    *,
+    progress_bar: bool | None = None,
+    threads: int = 4,
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+) -> QualityReport:
+    """The quality report of image files (each decoded only if it declares at most ``max_image_bytes``)."""
     measured = []
     with progress(len(files), "measuring images", unit="images", enabled=progress_bar) as advance:
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            for facts in pool.map(measure_image, files):
+            for facts in pool.map(lambda file: measure_image(file, max_image_bytes), files):
                 measured.append(facts)
                 advance()
     bad = [m for m in measured if "error" in m]

@@ -1,7 +1,11 @@
 """Inspecting an image folder: classes, formats, modes and sizes from headers; bad files.
 
 Headers only (Pillow opens lazily) unless ``full``, which decodes every
-image to find files whose header is fine but whose data is not.
+image to find files whose header is fine but whose data is not; an image
+whose header declares more than a quarter of the memory limit decoded (a
+decompression bomb) is reported as undecodable instead of decoded. The
+folder is listed as the source lists it: links outside the root are not
+followed (and are warned about), a file under two classes raises.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import require
+from ..memory import DEFAULT_MEMORY_LIMIT
+from ..sources._decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
 from ..sources.images import list_images
 from .progress import progress
 from .report import Column, InspectReport, add_files, warn_rare_classes
@@ -21,8 +27,11 @@ from .report import Column, InspectReport, add_files, warn_rare_classes
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
 
 
-def probe_image(path: str, decode: bool) -> dict:
-    """Format, mode and size from the header (and a full decode if asked); ``error`` when unreadable."""
+def probe_image(path: str, decode: bool, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> dict:
+    """Format, mode and size from the header (and a full decode if asked); ``error`` when unreadable.
+
+    Before a full decode the declared size is checked against ``max_image_bytes``.
+    """
     Image = require("PIL.Image", "images")
     try:
         if os.path.getsize(path) == 0:
@@ -30,8 +39,11 @@ def probe_image(path: str, decode: bool) -> dict:
         with Image.open(path) as image:
             facts = {"format": image.format, "mode": image.mode, "width": image.width, "height": image.height}
             if decode:
+                check_size(image, max_image_bytes)
                 image.load()
         return facts
+    except ImageDecodeError as exc:
+        return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data; all mean "does not decode"
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -47,12 +59,13 @@ def image_folder(path: str | os.PathLike) -> tuple[str, bool, Any]:
 def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
     root, has_classes, listing = image_folder(path)
     add_files(report, listing.files, listing.sizes)
+    limit = (DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit) // 4
     with progress(
         len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False
     ) as advance:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             facts = []
-            for fact in pool.map(lambda file: probe_image(file, full), listing.files):
+            for fact in pool.map(lambda file: probe_image(file, full, limit), listing.files):
                 facts.append(fact)
                 advance()
     bad = [(file, fact["error"]) for file, fact in zip(listing.files, facts) if "error" in fact]
@@ -87,6 +100,15 @@ def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int
             where=bad[0][0],
             found=bad[0][1][:200],
             fix="remove or replace them, or read with on_error='skip'",
+        )
+    outside = listing.links["outside_root"]
+    if outside:
+        report.warn(
+            "links_outside_root",
+            f"{len(outside)} symbolic link(s) point outside the folder; they are not followed",
+            where=outside[0],
+            found=os.path.realpath(outside[0]),
+            fix="move the data inside the folder, or read with follow_links='all' if the links are meant",
         )
     if listing.ignored["not_image"]:
         report.warn(

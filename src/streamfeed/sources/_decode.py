@@ -32,6 +32,18 @@ What a caller gets is always ``(height, width, channels)`` of ``uint8``
   Pillow for everything else. All of it releases the GIL, so fragments
   decode in parallel in the pipeline's read threads.
 
+* **Decompression bombs.** A few KB of PNG can declare 50 000 x 50 000
+  pixels. Before any pixel is decoded, the size the header declares
+  (width x height x channels x bytes per sample, channels being the larger
+  of the stored bands and the output's) is checked against
+  ``DecodeSpec.max_image_bytes`` (default :data:`DEFAULT_MAX_IMAGE_BYTES`, a
+  quarter of the default memory limit) and against Pillow's own limit
+  (``PIL.Image.MAX_IMAGE_PIXELS``): over either, :class:`ImageTooLargeError`.
+  Pillow's ``DecompressionBombError`` (and its warning, when warnings are
+  errors) become that error too. Pillow's warnings are never silenced
+  (``warnings.catch_warnings`` changes process-wide state, racing the other
+  read threads): a warned-about image is refused by the check after it.
+
 Errors raise :class:`ImageDecodeError` with the reason; the source wraps it
 in a :class:`~streamfeed.errors.CorruptFileError` naming the file.
 """
@@ -40,13 +52,13 @@ from __future__ import annotations
 
 import functools
 import io
-import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import ArgumentError, describe, require
+from ..memory import DEFAULT_MEMORY_LIMIT
 
 Resize = Literal["stretch", "crop", "pad"]
 Decoder = Literal["auto", "pillow", "simplejpeg"]
@@ -57,6 +69,11 @@ FORMATS = ("JPEG", "PNG", "WEBP", "TIFF", "BMP", "GIF")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".tif", ".tiff", ".bmp", ".dib", ".gif")
 
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
+_SAMPLE_BYTES = {"I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2, "I": 4, "F": 4}  # other modes: 1 byte per band
+
+DEFAULT_MAX_IMAGE_BYTES = DEFAULT_MEMORY_LIMIT // 4
+"""Default bound on one image's decoded bytes: a quarter of the default memory limit (128 MiB,
+about 6 700 x 6 700 RGB), so a few images decoding at once in the read threads stay within it."""
 _ORIENTATION_TAG = 0x0112
 # numpy equivalents of EXIF orientations 2..8 (applied to an (h, w, c) array)
 _ORIENT_NUMPY = {
@@ -70,8 +87,26 @@ _ORIENT_NUMPY = {
 }
 
 
+def image_byte_limit(max_image_bytes: int | None) -> int:
+    """The bound on one image's decoded bytes: ``max_image_bytes``, or the default for None; checked positive."""
+    limit = DEFAULT_MAX_IMAGE_BYTES if max_image_bytes is None else int(max_image_bytes)
+    if limit < 1:
+        raise ArgumentError(
+            describe(
+                "max_image_bytes bounds one image's decoded bytes",
+                expected="a positive number of bytes (or None for the default)",
+                found=repr(max_image_bytes),
+            )
+        )
+    return limit
+
+
 class ImageDecodeError(ValueError):
     """The bytes are not a decodable image of a supported format."""
+
+
+class ImageTooLargeError(ImageDecodeError):
+    """The header declares more pixels than may be decoded (a decompression bomb, or just too big)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +119,7 @@ class DecodeSpec:
     dtype: OutputDType = "uint8"
     resize: Resize = "stretch"
     decoder: Decoder = "auto"
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -119,22 +155,66 @@ def resolve_decoder(name: Decoder) -> str:
 
 
 def open_header(data: bytes | Any):
-    """Opens an image lazily (header only); raises :class:`ImageDecodeError`."""
+    """Opens an image lazily (header only); raises :class:`ImageDecodeError`.
+
+    Pillow's decompression-bomb refusal raises :class:`ImageTooLargeError`;
+    its warning is left to the warning filters (shown by default, raised
+    under ``-W error``, then refused here as well).
+    """
     Image = pillow()
     if isinstance(data, (bytes, bytearray, memoryview)):
         if len(data) == 0:
             raise ImageDecodeError("the file is empty (0 bytes)")
         data = io.BytesIO(data)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # DecompressionBomb / EXIF warnings: header only
-            return Image.open(data, formats=FORMATS)
+        return Image.open(data, formats=FORMATS)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise _bomb(exc) from exc
     except Image.UnidentifiedImageError as exc:
         raise ImageDecodeError(
             f"not an image in a supported format ({', '.join(FORMATS)}); the content was not recognised"
         ) from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
+
+
+def _bomb(exc: BaseException) -> ImageTooLargeError:
+    return ImageTooLargeError(
+        f"Pillow refuses the size the header declares as a possible decompression bomb ({exc}); "
+        "PIL.Image.MAX_IMAGE_PIXELS sets Pillow's limit"
+    )
+
+
+def declared_bytes(image: Any, channels: int = 1) -> tuple[int, int]:
+    """(bytes, channels) the image's header declares decoded: width x height x channels x sample bytes.
+
+    ``channels`` is the larger of the stored bands and the output's
+    (a grey image decoded to RGB is three bytes a pixel).
+    """
+    width, height = image.size
+    bands = max(len(image.getbands()), channels)
+    return width * height * bands * _SAMPLE_BYTES.get(image.mode, 1), bands
+
+
+def check_size(image: Any, max_image_bytes: int, channels: int = 1) -> None:
+    """Raises :class:`ImageTooLargeError` if the declared size is over the bound or Pillow's limit.
+
+    Reads the header's size and mode only: nothing has been decoded yet.
+    """
+    size, bands = declared_bytes(image, channels)
+    width, height = image.size
+    declared = f"the header declares {width}x{height} pixels x {bands} channels = {size} bytes decoded"
+    if size > max_image_bytes:
+        raise ImageTooLargeError(
+            f"{declared} ({size / 2**20:,.1f} MiB), over the limit of {max_image_bytes} bytes "
+            f"({max_image_bytes / 2**20:,.1f} MiB, max_image_bytes)"
+        )
+    limit = pillow().MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        raise ImageTooLargeError(
+            f"{declared}: {width * height} pixels is over Pillow's decompression bomb limit of {limit} "
+            "(PIL.Image.MAX_IMAGE_PIXELS)"
+        )
 
 
 def _orientation(image) -> int:
@@ -157,10 +237,13 @@ def _content_size(spec: DecodeSpec, upright: tuple[int, int]) -> tuple[int, int]
 def decode(data: bytes, spec: DecodeSpec, decoder: str = "pillow") -> np.ndarray:
     """Decodes one file's bytes to ``spec.shape`` of ``spec.dtype``.
 
-    ``decoder`` is the resolved name (see :func:`resolve_decoder`).
+    ``decoder`` is the resolved name (see :func:`resolve_decoder`). The
+    declared size is checked (:func:`check_size`) before anything is decoded.
     """
     image = open_header(data)
+    Image = pillow()
     try:
+        check_size(image, spec.max_image_bytes, spec.channels)
         orientation = _orientation(image)
         swapped = orientation in (5, 6, 7, 8)
         raw_w, raw_h = image.size
@@ -171,16 +254,16 @@ def decode(data: bytes, spec: DecodeSpec, decoder: str = "pillow") -> np.ndarray
             if decoder == "simplejpeg":
                 return _finish_array(_simplejpeg_decode(data, spec, need, orientation), spec, (content_w, content_h))
             image.draft("L" if spec.channels == 1 else "RGB", need)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            image.load()
-            if orientation != 1:
-                from PIL import ImageOps
+        image.load()
+        if orientation != 1:
+            from PIL import ImageOps
 
-                image = ImageOps.exif_transpose(image)
+            image = ImageOps.exif_transpose(image)
         return _finish_pillow(image, spec, (content_w, content_h))
     except ImageDecodeError:
         raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # a GIF frame, a TIFF tile
+        raise _bomb(exc) from exc
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
         raise ImageDecodeError(
             f"could not decode the {image.format} image ({image.size[0]}x{image.size[1]}, mode {image.mode}): "

@@ -28,6 +28,20 @@ out by default), and a ``values_block_N`` field (several pandas columns
 stored together) is split into its pandas column names, which PyTables keeps
 as a pickled list: it is disassembled with :mod:`pickletools`, never
 unpickled.
+
+A dataset may keep its bytes in *another* file: external raw storage
+(``h5py``'s ``external=``, any file such as ``/etc/passwd``) or a virtual
+dataset mapping datasets of other files. Reading it would serve whatever
+that file holds, and where HDF5 looks for a relative name depends on
+``HDF5_EXTFILE_PREFIX``/``HDF5_VDS_PREFIX``, the working directory and the
+file's folder, so "inside the data folder" cannot be decided from the name.
+Such datasets are refused when the source opens (and again before each
+read), naming the file, the dataset and what it points at, unless
+``allow_external=True``; a virtual dataset whose sources are in the same
+file (``"."``) is read like any other, once its sources pass the same
+check. External links are never followed: columns are found by walking
+the file's own objects, and a column path through a link is "not in the
+file".
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pickletools
+import posixpath
 import threading
 import weakref
 from dataclasses import dataclass
@@ -200,11 +215,104 @@ def _check_filters(dataset: Any, path: str) -> None:
             )
 
 
-def _read_range(path: str, columns: Sequence[_Column], start: int, stop: int, out: Mapping[str, np.ndarray]) -> None:
+@dataclass(frozen=True)
+class OutsideData:
+    """One place outside its own file that reading a dataset would take bytes from."""
+
+    dataset: str  # the dataset that points outside (the one asked for, or a virtual source in the same file)
+    kind: str  # "external" (raw storage in a file) or "virtual" (a mapped dataset of a file)
+    file: str  # the file name as HDF5 stores it
+
+    def __str__(self) -> str:
+        if self.kind == "external":
+            return f"{self.dataset} stores its raw bytes in external file {self.file!r}"
+        if self.file == ".":
+            return f"{self.dataset} maps {self.file!r} (this file), which is not a dataset reachable without links"
+        return f"{self.dataset} is a virtual dataset mapping file {self.file!r}"
+
+
+_MAX_LINK_DEPTH = 8  # soft links and same-file virtual sources followed while checking; deeper is refused
+
+
+def _local_dataset(handle: Any, name: str, depth: int) -> Any | None:
+    """The dataset at ``name`` in this file, reached through hard and soft links only; None otherwise."""
+    h5py = _h5py()
+    current = handle["/"]
+    for part in (p for p in name.split("/") if p):
+        if not isinstance(current, h5py.Group):
+            return None
+        link = current.get(part, getlink=True)
+        if isinstance(link, h5py.HardLink):
+            current = current[part]
+        elif isinstance(link, h5py.SoftLink) and depth < _MAX_LINK_DEPTH:
+            target = link.path if link.path.startswith("/") else posixpath.join(current.name, link.path)
+            current = _local_dataset(handle, posixpath.normpath(target), depth + 1)
+        else:
+            return None  # an external link, a user-defined link, missing, or too deep
+    return current if isinstance(current, h5py.Dataset) else None
+
+
+def outside_data(handle: Any, name: str, depth: int = 0) -> list[OutsideData]:
+    """Every file other than this one whose bytes reading dataset ``name`` would return.
+
+    Reads the dataset's creation properties only, never its data. A virtual
+    dataset's sources in this same file (``"."``) are checked in turn (they
+    may be external or virtual themselves).
+    """
+    dataset = handle[name]
+    found = [OutsideData(name, "external", _text(file)) for file, _offset, _size in dataset.external or ()]
+    if not dataset.is_virtual:
+        return found
+    for mapping in dataset.virtual_sources():
+        file, source = _text(mapping.file_name), _text(mapping.dset_name)
+        if file != ".":
+            found.append(OutsideData(name, "virtual", file))
+            continue
+        local = _local_dataset(handle, source, depth)
+        if local is None or depth >= _MAX_LINK_DEPTH:
+            found.append(OutsideData(source, "virtual", "."))
+        else:
+            found.extend(outside_data(handle, local.name, depth + 1))
+    return list(dict.fromkeys(found))
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _refuse_outside_data(handle: Any, name: str, path: str) -> None:
+    """Raises :class:`CorruptFileError` if dataset ``name`` of the file at ``path`` reads another file."""
+    outside = outside_data(handle, name)
+    if outside:
+        raise CorruptFileError(
+            describe(
+                f"Dataset {name} keeps its data in another file, which streamfeed does not read by default",
+                where=f"{path}, dataset {name}",
+                expected="datasets whose bytes are stored in the file itself",
+                found="; ".join(str(item) for item in outside),
+                fix=(
+                    "pass allow_external=True if you trust the files it names (HDF5 resolves relative names "
+                    "against HDF5_EXTFILE_PREFIX/HDF5_VDS_PREFIX, the working directory or the file's folder), "
+                    "copy the data into the file, or pass on_error='skip' to leave this file out and report it"
+                ),
+            )
+        )
+
+
+def _read_range(
+    path: str,
+    columns: Sequence[_Column],
+    start: int,
+    stop: int,
+    out: Mapping[str, np.ndarray],
+    allow_external: bool = False,
+) -> None:
     """Reads rows ``[start, stop)`` of every column into ``out`` (arrays of stop-start rows).
 
     One contiguous slice per dataset; a compound dataset shared by several
-    columns is read once.
+    columns is read once. Unless ``allow_external``, each dataset's storage
+    is checked again first (the file may have been replaced since it was
+    opened): a few microseconds against milliseconds of reading.
     """
     h5py = _h5py()
     with h5py.File(path, "r") as handle:
@@ -212,6 +320,8 @@ def _read_range(path: str, columns: Sequence[_Column], start: int, stop: int, ou
         for column in columns:
             by_dataset.setdefault(column.dataset, []).append(column)
         for name, wanted in by_dataset.items():
+            if not allow_external:
+                _refuse_outside_data(handle, name, path)
             dataset = handle[name]
             if len(wanted) == 1 and wanted[0].field is None:
                 if stop > start:
@@ -237,7 +347,9 @@ def _empty_out(columns: Sequence[_Column], rows: int, buffer: Any = None) -> dic
     return out
 
 
-def _process_read(path: str, columns: Sequence[_Column], start: int, stop: int, shm_name: str) -> None:
+def _process_read(
+    path: str, columns: Sequence[_Column], start: int, stop: int, shm_name: str, allow_external: bool
+) -> None:
     """Worker-process side of ``processes=N``: reads rows into the named shared memory."""
     from multiprocessing import shared_memory
 
@@ -246,7 +358,7 @@ def _process_read(path: str, columns: Sequence[_Column], start: int, stop: int, 
     block = shared_memory.SharedMemory(name=shm_name)
     try:
         out = _empty_out(columns, stop - start, block.buf)
-        _read_range(path, columns, start, stop, out)
+        _read_range(path, columns, start, stop, out, allow_external)
         del out
     finally:
         block.close()
@@ -272,7 +384,7 @@ class _ProcessReader:
                 weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
             return self._pool
 
-    def read(self, path: str, columns: Sequence[_Column], start: int, stop: int) -> Chunk:
+    def read(self, path: str, columns: Sequence[_Column], start: int, stop: int, allow_external: bool) -> Chunk:
         from multiprocessing import shared_memory
 
         rows = stop - start
@@ -281,7 +393,7 @@ class _ProcessReader:
             return _empty_out(columns, rows)
         block = shared_memory.SharedMemory(create=True, size=size)
         try:
-            self._get().submit(_process_read, path, list(columns), start, stop, block.name).result()
+            self._get().submit(_process_read, path, list(columns), start, stop, block.name, allow_external).result()
             views = _empty_out(columns, rows, block.buf)
             chunk = {name: view.copy() for name, view in views.items()}
             del views
@@ -308,6 +420,7 @@ class HDF5Fragment:
     stop: int
     _columns: tuple[_Column, ...]
     _processes: _ProcessReader | None = None
+    _allow_external: bool = False
 
     @property
     def location(self) -> str:
@@ -316,9 +429,9 @@ class HDF5Fragment:
     def read(self) -> Chunk:
         try:
             if self._processes is not None:
-                return self._processes.read(self.path, self._columns, self.start, self.stop)
+                return self._processes.read(self.path, self._columns, self.start, self.stop, self._allow_external)
             out = _empty_out(self._columns, self.num_rows)
-            _read_range(self.path, self._columns, self.start, self.stop, out)
+            _read_range(self.path, self._columns, self.start, self.stop, out, self._allow_external)
             return out
         except (OSError, KeyError, ValueError, RuntimeError) as exc:
             if isinstance(exc, CorruptFileError):
@@ -346,7 +459,12 @@ def _fragment_rows(columns: Sequence[_Column], chunks: Mapping[str, int | None],
 
 
 class HDF5Source:
-    """Opens HDF5 input: checks files, datasets and lengths; splits into row ranges."""
+    """Opens HDF5 input: checks files, datasets and lengths; splits into row ranges.
+
+    ``allow_external=True`` reads datasets stored in other files (external
+    raw storage, virtual datasets over other files); by default a file with
+    such a column is rejected like an unreadable one (see the module notes).
+    """
 
     def __init__(
         self,
@@ -355,6 +473,7 @@ class HDF5Source:
         columns: Mapping[str, str] | None = None,
         rows_per_fragment: int | None = None,
         processes: int | None = None,
+        allow_external: bool = False,
         report: BadInputReport | None = None,
     ) -> None:
         h5py = _h5py()
@@ -370,6 +489,7 @@ class HDF5Source:
         self._requested = dict(columns) if columns is not None else None
         self._columns: tuple[_Column, ...] | None = None
         self._rows_per_fragment = rows_per_fragment
+        self._allow_external = bool(allow_external)
         self.files: list[str] = []
         self.fragments: list[HDF5Fragment] = []
         sizes = []
@@ -453,7 +573,9 @@ class HDF5Source:
                         fix="fix the file; streamfeed never truncates to the shorter dataset",
                     )
                 )
-        for dataset in {column.dataset for column in columns}:
+        for dataset in sorted({column.dataset for column in columns}):
+            if not self._allow_external:
+                _refuse_outside_data(handle, dataset, path)
             _check_filters(handle[dataset], path)
         for column in columns:
             if column.dtype.hasobject or column.dtype.kind in "OV":
@@ -503,7 +625,16 @@ class HDF5Source:
         for start in range(0, rows, size):
             stop = min(rows, start + size)
             self.fragments.append(
-                HDF5Fragment(f"{path}#rows={start}:{stop}", stop - start, path, start, stop, columns, self._processes)
+                HDF5Fragment(
+                    f"{path}#rows={start}:{stop}",
+                    stop - start,
+                    path,
+                    start,
+                    stop,
+                    columns,
+                    self._processes,
+                    self._allow_external,
+                )
             )
 
     # ---------------------------------------------------------------- protocol

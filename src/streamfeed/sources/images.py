@@ -20,9 +20,16 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
   .webp .tif .tiff .bmp .gif`` ...) but the format is sniffed from the
   content. Hidden entries (names starting with ``.``) and files with other
   extensions are ignored and counted in ``source.ignored`` — they are not
-  errors. Symbolic links are followed (files and directories); a directory
-  reached twice through links (a cycle) is read once. Only local
-  directories are supported.
+  errors. Only local directories are supported.
+* **Links.** Every file and folder is resolved to its real path (with
+  :func:`os.scandir`; only links cost a ``realpath``). A folder or file
+  reachable under two classes (``cat/dogalias -> ../dog``) is a
+  :class:`SchemaError` naming both paths, whatever ``on_error``: it would
+  mislabel every image behind it. Reached twice within one class (a cycle,
+  two links to one place) it is read once and counted (``summary()``).
+  With ``follow_links="inside"`` (default) a link whose target is outside
+  the root (``dog/slash -> /``) is not followed, only counted;
+  ``follow_links="all"`` follows it.
 * **Columns.** ``image`` ``(n, height, width, channels)`` of ``uint8`` or
   ``float32`` (0..1), ``label`` (int64), ``path`` (str). See ``_decode.py``
   for orientation, bit depth, channel and resize rules.
@@ -38,11 +45,15 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
   the dataset counts its rows with one decoding pass before the first
   epoch (``row_count_known=False``; done once, cached), so steps per epoch
   are exact and ``yielded + reported == files``.
+* **Bombs.** An image whose header declares more than ``max_image_bytes``
+  decoded (``DecodeSpec``; see ``_decode.py``) is a bad file like a
+  corrupt one: found by the header probe at open, or when decoding.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -64,7 +75,10 @@ from ._decode import (
     IMAGE_SUFFIXES,
     DecodeSpec,
     ImageDecodeError,
+    ImageTooLargeError,
+    check_size,
     decode,
+    image_byte_limit,
     open_header,
     resolve_decoder,
 )
@@ -74,58 +88,173 @@ Labels = Literal["inferred"]
 _FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"
 
 
+FollowLinks = Literal["inside", "all"]
+FOLLOW_LINKS = ("inside", "all")
+
+
 @dataclass
 class _Listing:
-    files: list[str] = field(default_factory=list)  # absolute paths, sorted
+    files: list[str] = field(default_factory=list)  # absolute paths as listed (through links), sorted
     classes: list[str | None] = field(default_factory=list)  # top-level folder per file
     sizes: list[int] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # every top-level class folder
     ignored: dict[str, list[str]] = field(
         default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []}
     )
+    # links not followed (their target is outside the root), and links to a file already listed in its class
+    links: dict[str, list[str]] = field(default_factory=lambda: {"outside_root": [], "repeated_file": []})
 
 
-def list_images(root: str, labels: Labels | None) -> _Listing:
-    """Walks ``root`` (following links, once per real directory), sorted."""
+@dataclass(frozen=True)
+class _Place:
+    """Where a real directory (or linked file) was first listed: its path and class."""
+
+    path: str
+    label: str | None
+    top: bool = False  # the root itself (files directly in it have no class)
+
+
+def _inside(real: str, real_root: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _alias_error(kind: str, first: _Place, second: _Place) -> SchemaError:
+    return SchemaError(
+        describe(
+            f"The same {kind} is reachable under two classes (through a symbolic link)",
+            where=f"{first.path} (class {first.label!r}) and {second.path} (class {second.label!r})",
+            expected="every image in exactly one class folder",
+            fix="remove the link, or copy the file if it really belongs to both classes",
+        )
+    )
+
+
+def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "inside") -> _Listing:
+    """Walks ``root`` with :func:`os.scandir`, sorted, resolving every entry to its real path.
+
+    A real directory is listed once: reached again in the same class (a
+    cycle, or two links to it) it is counted in ``ignored["repeated_directory"]``;
+    reached under another class it is an error naming both paths. A link to
+    a file already listed is counted in ``links["repeated_file"]`` (the
+    same class) or an error (another class). With ``follow_links="inside"``
+    a link whose target is outside the root is not followed, only counted
+    in ``links["outside_root"]``. Only links cost a ``realpath``; other
+    entries' real paths are their folder's plus the name.
+    """
+    if follow_links not in FOLLOW_LINKS:
+        raise ArgumentError(
+            describe("Invalid follow_links", expected=f"one of {list(FOLLOW_LINKS)}", found=repr(follow_links))
+        )
     listing = _Listing()
+    real_root = os.path.realpath(root)
     found: list[tuple[tuple[str, ...], str, int]] = []
-    seen: set[tuple[int, int]] = set()
-    for directory, dirnames, filenames in os.walk(root, followlinks=True):
-        info = os.stat(directory)
-        if (info.st_dev, info.st_ino) in seen:
-            listing.ignored["repeated_directory"].append(directory)
-            dirnames[:] = []
-            continue
-        seen.add((info.st_dev, info.st_ino))
-        relative = os.path.relpath(directory, root)
-        parts = () if relative == "." else tuple(relative.split(os.sep))
-        for name in [d for d in dirnames if d.startswith(".")]:
-            listing.ignored["hidden"].append(os.path.join(directory, name))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        if not parts:
-            listing.folders = list(dirnames)
-        for name in filenames:
-            path = os.path.join(directory, name)
+    linked: list[tuple[tuple[str, ...], str, str, int]] = []  # (parts, path, real target, size) of file links
+    places: dict[str, _Place] = {real_root: _Place(root, None, top=True)}
+    pending: list[tuple[str, str, tuple[str, ...]]] = [(root, real_root, ())]
+    while pending:
+        directory, real_dir, parts = pending.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            continue  # an unreadable folder is skipped, as os.walk does
+        subfolders: list[tuple[str, str]] = []
+        for entry in entries:
+            name, path = entry.name, entry.path
             if name.startswith("."):
                 listing.ignored["hidden"].append(path)
+                continue
+            link = entry.is_symlink()
+            real = os.path.realpath(path) if link else os.path.join(real_dir, name)
+            if link and follow_links == "inside" and not _inside(real, real_root):
+                listing.links["outside_root"].append(path)
+                continue
+            if _is_dir(entry):
+                subfolders.append((name, real))
             elif not name.lower().endswith(IMAGE_SUFFIXES):
                 listing.ignored["not_image"].append(path)
             elif labels == "inferred" and not parts:
                 listing.ignored["outside_class_folders"].append(path)
             else:
-                try:
-                    size = os.stat(path).st_size
-                except OSError:
-                    size = -1  # a broken link: reported as unreadable when probed or read
-                found.append((parts + (name,), path, size))
+                size = _size(entry)
+                if link:
+                    linked.append((parts + (name,), path, real, size))
+                else:
+                    found.append((parts + (name,), path, size))
+        if not parts:
+            listing.folders = [name for name, _ in subfolders]
+        for name, real in reversed(subfolders):  # popped in sorted order
+            path = os.path.join(directory, name)
+            place = _Place(path, (parts + (name,))[0] if labels == "inferred" else None)
+            first = places.get(real)
+            if first is None:
+                places[real] = place
+                pending.append((path, real, parts + (name,)))
+            elif first.top or _inside(real_dir, real) or first.label == place.label:
+                listing.ignored["repeated_directory"].append(path)  # a cycle, or listed already in this class
+            else:
+                raise _alias_error("folder", first, place)
+    found.extend(_linked_files(linked, places, labels, listing))
     found.sort()
     for parts, path, size in found:
         listing.files.append(path)
         listing.classes.append(parts[0] if labels == "inferred" else None)
         listing.sizes.append(size)
-    for paths in listing.ignored.values():
+    for paths in (*listing.ignored.values(), *listing.links.values()):
         paths.sort()
     return listing
+
+
+def _linked_files(
+    linked: list[tuple[tuple[str, ...], str, str, int]],
+    places: dict[str, _Place],
+    labels: Labels | None,
+    listing: _Listing,
+) -> list[tuple[tuple[str, ...], str, int]]:
+    """The file links to keep: those whose target is not listed already (by a folder or an earlier link).
+
+    A target is listed by its folder when that real folder was walked and
+    the name passes the same rules (not hidden, an image suffix, in a
+    class folder); a target listed under another class is an error.
+    """
+    kept: list[tuple[tuple[str, ...], str, int]] = []
+    targets: dict[str, _Place] = {}
+    for parts, path, real, size in sorted(linked):
+        place = _Place(path, parts[0] if labels == "inferred" else None)
+        folder, name = os.path.split(real)
+        owner = places.get(folder)
+        first = targets.get(real)
+        if first is None and owner is not None and _listed(name, owner, labels):
+            first = _Place(os.path.join(owner.path, name), owner.label)
+        if first is None:
+            targets[real] = place
+            kept.append((parts, path, size))
+        elif first.label == place.label:
+            listing.links["repeated_file"].append(path)
+        else:
+            raise _alias_error("image file", first, place)
+    return kept
+
+
+def _listed(name: str, folder: _Place, labels: Labels | None) -> bool:
+    """Whether a file of this name in a walked folder is listed there."""
+    if name.startswith(".") or not name.lower().endswith(IMAGE_SUFFIXES):
+        return False
+    return not (labels == "inferred" and folder.top)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # follows a link (its target is a folder)
+    except OSError:
+        return False
+
+
+def _size(entry: os.DirEntry) -> int:
+    try:
+        return entry.stat().st_size
+    except OSError:
+        return -1  # a broken link: reported as unreadable when probed or read
 
 
 def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[str, int]:
@@ -210,6 +339,8 @@ class ImageFragment:
 
 
 def _corrupt(path: str, exc: BaseException) -> CorruptFileError:
+    if isinstance(exc, ImageTooLargeError):
+        return too_large(path, exc)
     reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
     return CorruptFileError(
         describe(
@@ -218,6 +349,22 @@ def _corrupt(path: str, exc: BaseException) -> CorruptFileError:
             expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image",
             found=reason,
             fix=_FIX,
+        )
+    )
+
+
+def too_large(where: str, exc: ImageTooLargeError) -> CorruptFileError:
+    """The error for an image whose header declares more than may be decoded (a bad unit: skippable)."""
+    return CorruptFileError(
+        describe(
+            "An image declares a size larger than may be decoded (a decompression bomb, or too large)",
+            where=where,
+            expected="at most max_image_bytes decoded (width x height x channels), within Pillow's limit",
+            found=str(exc),
+            fix=(
+                "raise max_image_bytes (and PIL.Image.MAX_IMAGE_PIXELS) if the image is genuine, "
+                "remove the file, or pass on_error='skip' to leave it out and report it"
+            ),
         )
     )
 
@@ -235,6 +382,7 @@ class ImageSource:
         fragment_size: int = 128,
         verify_headers: bool = True,
         decode: bool = True,
+        follow_links: FollowLinks = "inside",
         report: BadInputReport | None = None,
         threads: int = 8,
     ) -> None:
@@ -257,14 +405,16 @@ class ImageSource:
         self.decoder = resolve_decoder(spec.decoder)
         self.report = report or BadInputReport()
         self._bad: dict[str, CorruptFileError] = {}
-        listing = list_images(self.root, labels)
+        listing = list_images(self.root, labels, follow_links)
         self.ignored = listing.ignored
+        self.links = listing.links
         self.label_map = self._label_map(self.root, listing, labels, label_map)
 
         files, classes, sizes = listing.files, listing.classes, listing.sizes
         if verify_headers:
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-                problems = list(pool.map(_probe, files))
+                probe = functools.partial(_probe, spec=spec if decode else None)
+                problems = list(pool.map(probe, files))
             good = []
             for index, problem in enumerate(problems):
                 if problem is None:
@@ -338,6 +488,7 @@ class ImageSource:
             "images": len(self.files),
             "classes": dict(self.class_counts),
             "ignored": {reason: len(paths) for reason, paths in self.ignored.items()},
+            "links": {reason: len(paths) for reason, paths in self.links.items()},
             "bad_at_open": len(self._bad),
         }
 
@@ -363,20 +514,32 @@ class ImageSource:
         return self._fingerprint
 
 
-def _probe(path: str) -> BaseException | None:
-    """Opens one file's header; returns the problem, if any."""
+def _probe(path: str, spec: DecodeSpec | None) -> BaseException | None:
+    """Opens one file's header; returns the problem, if any.
+
+    With a ``spec`` (images are decoded) the declared size is checked
+    against its bound too, so a decompression bomb is found at open.
+    """
     try:
         if os.stat(path).st_size == 0:
             return ImageDecodeError("the file is empty (0 bytes)")
-        with open(path, "rb") as handle:
-            open_header(handle).close()
+        with open(path, "rb") as handle, open_header(handle) as image:
+            if spec is not None:
+                check_size(image, spec.max_image_bytes, spec.channels)
     except (ImageDecodeError, OSError) as exc:
         return exc
     return None
 
 
-def decode_spec(size: tuple[int, int], channels: int, dtype: str, resize: str, decoder: str) -> DecodeSpec:
-    """Checks ``read_images``'s decoding options and bundles them."""
+def decode_spec(
+    size: tuple[int, int],
+    channels: int,
+    dtype: str,
+    resize: str,
+    decoder: str,
+    max_image_bytes: int | None = None,
+) -> DecodeSpec:
+    """Checks ``read_images``'s decoding options and bundles them (``max_image_bytes=None``: the default bound)."""
     choices = {
         "dtype": (dtype, ("uint8", "float32")),
         "channels": (channels, (1, 3, 4)),
@@ -390,4 +553,5 @@ def decode_spec(size: tuple[int, int], channels: int, dtype: str, resize: str, d
         raise ArgumentError(
             describe("Image size must be positive", expected="(height, width) >= (1, 1)", found=repr(size))
         )
-    return DecodeSpec(height, width, int(channels), dtype, resize, decoder)  # type: ignore[arg-type]
+    limit = image_byte_limit(max_image_bytes)
+    return DecodeSpec(height, width, int(channels), dtype, resize, decoder, limit)  # type: ignore[arg-type]
