@@ -67,8 +67,20 @@ def read_numpy(path: str) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------- models
-def dense_model(width: int = len(FEATURES), *, lr: float = 0.01, momentum: float = 0.9, steps_per_execution: int = 1):
-    """A small seeded regression model with plain SGD (deterministic on CPU)."""
+def dense_model(
+    width: int = len(FEATURES),
+    *,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    steps_per_execution: int = 1,
+    optimizer: str = "sgd",
+):
+    """A small seeded regression model, with SGD (momentum) or Adam (deterministic on CPU).
+
+    Adam's update depends on ``optimizer.iterations`` (its bias correction),
+    so a resumed run matches an uninterrupted one only if the iteration
+    count was saved and restored exactly; SGD's does not.
+    """
     import keras
 
     keras.utils.set_random_seed(0)
@@ -76,13 +88,31 @@ def dense_model(width: int = len(FEATURES), *, lr: float = 0.01, momentum: float
     hidden = keras.layers.Dense(8, activation="tanh", name="hidden")(inputs)
     outputs = keras.layers.Dense(1, name="out")(hidden)
     model = keras.Model(inputs, outputs)
-    optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
-    model.compile(optimizer=optimizer, loss="mse", steps_per_execution=steps_per_execution)
+    if optimizer == "adam":
+        update = keras.optimizers.Adam(learning_rate=lr)
+    else:
+        update = keras.optimizers.SGD(learning_rate=lr, momentum=momentum)
+    model.compile(optimizer=update, loss="mse", steps_per_execution=steps_per_execution)
     return model
 
 
 def weights_of(model) -> list[list[float]]:
     return [np.asarray(w, dtype="float64").ravel().tolist() for w in model.get_weights()]
+
+
+def optimizer_state_of(model) -> dict:
+    """The optimizer's variables by path (momenta, iteration count) and ``iterations``, exactly.
+
+    float32 values are exact in float64, so JSON carries them bit for bit.
+    """
+    import keras
+
+    optimizer = model.optimizer
+    variables = {
+        variable.path: np.asarray(keras.ops.convert_to_numpy(variable.value), dtype="float64").ravel().tolist()
+        for variable in optimizer.variables
+    }
+    return {"iterations": int(keras.ops.convert_to_numpy(optimizer.iterations)), "variables": variables}
 
 
 def recorder_class():
@@ -376,8 +406,9 @@ def scenario_resume(args: dict) -> dict:
     """One training run of the resume test.
 
     ``args``: data, epochs, spe (steps per execution), and optionally
-    ``checkpoint`` (a directory for :class:`DataCheckpoint` with ``every``;
-    resumed from if it holds a state) and ``crash`` ([epoch, batches]: exit
+    ``optimizer`` (``"sgd"``, the default, or ``"adam"``), ``checkpoint``
+    (a directory for :class:`DataCheckpoint` with ``every``; resumed from
+    if it holds a state) and ``crash`` ([epoch, batches]: exit
     with code 17 once that many batches of that Keras epoch were trained,
     after printing what was seen so far).
     """
@@ -390,7 +421,7 @@ def scenario_resume(args: dict) -> dict:
     train = (
         sf.read_parquet(path).shuffle(SEED, window=WINDOW).batch(BATCH).to_keras(features=FEATURES, label="y", ids="id")
     )
-    model = dense_model(steps_per_execution=args["spe"])
+    model = dense_model(steps_per_execution=args["spe"], optimizer=args.get("optimizer", "sgd"))
     recorder = recorder_class()(train)
     callbacks: list = [recorder]
     out: dict = {"backend": keras.backend.backend(), "num_batches": len(train), "initial_epoch": 0}
@@ -414,6 +445,7 @@ def scenario_resume(args: dict) -> dict:
             "epochs": recorder.epochs,
             "data_epoch": train.epoch,
             "weights": weights_of(model),
+            "optimizer": optimizer_state_of(model),
             "warnings": caught_warnings.messages,
         }
 

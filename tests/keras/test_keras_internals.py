@@ -74,3 +74,93 @@ def test_a_keras_without_the_method_warns_and_counts_no_reset(monkeypatch):
         monkeypatch.undo()
         _keras_internals.reset_code.cache_clear()
     assert _keras_internals.reset_code() is not None
+
+
+# ------------------------------------------------- the step count of an epoch
+class Resumed(keras.utils.PyDataset):
+    """``counts[i]`` batches in epoch ``i`` (a resumed epoch is shorter); tells Keras at each epoch's start."""
+
+    def __init__(self, counts: list[int]) -> None:
+        super().__init__()
+        self.counts, self.epoch, self.set = list(counts), 0, []
+
+    @property
+    def num_batches(self) -> int:
+        return self.counts[min(self.epoch, len(self.counts) - 1)]
+
+    def __getitem__(self, index: int) -> tuple:
+        return np.ones((2, 1), "float32"), np.ones((2, 1), "float32")
+
+    def on_epoch_begin(self) -> None:
+        self.set.append(_keras_internals.set_epoch_steps(self.num_batches))
+
+    def on_epoch_end(self) -> None:
+        if not _keras_internals.called_from_epoch_reset():
+            self.epoch += 1
+
+
+class Steps(keras.callbacks.Callback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.epochs: list[list[int]] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append([])
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.epochs[-1].append(batch)
+
+
+def adam_model():
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def test_installed_keras_has_the_epoch_method_and_step_attribute_the_hook_sets():
+    epoch_iterator_class = getattr(importlib.import_module(_keras_internals.MODULE), _keras_internals.CLASS)
+    method = getattr(epoch_iterator_class, _keras_internals.EPOCH_METHOD)
+    assert _keras_internals.enumerate_code() is method.__code__
+    assert hasattr(epoch_iterator_class(x=Resumed([1])), _keras_internals.STEPS_ATTRIBUTE)
+    assert _keras_internals.set_epoch_steps(3) is False  # not inside Keras: nothing to set
+
+
+def test_an_epoch_shorter_than_the_fit_began_with_ends_cleanly_and_counts_its_steps():
+    """A resumed epoch (2 batches) followed by full ones (3): Keras read 3 once, before the resume.
+
+    Under this suite's ``filterwarnings = error`` Keras's "ran out of data"
+    warning fails the test; without the hook TensorFlow also counted a third,
+    failed step of the short epoch in ``optimizer.iterations``.
+    """
+    dataset, steps, model = Resumed([3]), Steps(), adam_model()
+
+    class Resume(keras.callbacks.Callback):  # what DataCheckpoint.on_train_begin does: a shorter epoch now
+        def on_train_begin(self, logs=None):
+            dataset.counts = [2, 3]
+
+    model.fit(dataset, epochs=3, verbose=0, callbacks=[Resume(), steps])
+    assert steps.epochs == [[0, 1], [0, 1, 2], [0, 1, 2]]
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 8
+    assert all(dataset.set[-3:])
+
+
+def test_a_steps_per_epoch_given_to_fit_is_left_alone():
+    dataset, steps = Resumed([4]), Steps()  # Keras runs 2 steps per epoch on one stream of 4 batches
+    adam_model().fit(dataset, epochs=2, steps_per_epoch=2, verbose=0, callbacks=[steps])
+    assert steps.epochs == [[0, 1], [0, 1]]
+    assert not any(dataset.set)
+
+
+def test_a_keras_without_the_epoch_method_warns_and_sets_nothing(monkeypatch):
+    monkeypatch.setattr(_keras_internals, "EPOCH_METHOD", "no_such_method")
+    _keras_internals.enumerate_code.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="step count of a resumed epoch"):
+            assert _keras_internals.set_epoch_steps(3) is False
+    finally:
+        monkeypatch.undo()
+        _keras_internals.enumerate_code.cache_clear()
+    assert _keras_internals.enumerate_code() is not None

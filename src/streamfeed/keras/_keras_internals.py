@@ -1,4 +1,5 @@
-"""The one place streamfeed relies on a Keras internal: telling a peek from an epoch end.
+"""The one place streamfeed relies on Keras internals: telling a peek from an epoch end,
+and giving Keras the step count of a resumed epoch.
 
 What. :func:`called_from_epoch_reset` is True when the running
 ``PyDataset.on_epoch_end`` call comes from Keras's
@@ -38,6 +39,56 @@ fails when the method is gone, and the backend tests run a one-batch fit
 on each backend. At run time a Keras without the method gets a
 ``RuntimeWarning`` once, and epochs of one batch may then be counted twice
 on JAX and PyTorch (the data epoch runs one ahead of Keras's).
+
+The step count of a resumed epoch
+---------------------------------
+
+What. :func:`set_epoch_steps` makes the Keras ``EpochIterator`` that is
+beginning an epoch run the number of steps the adapter has for *that*
+epoch. ``KerasDataset.on_epoch_begin`` calls it.
+
+Why internals. Keras reads a ``PyDataset``'s ``num_batches`` into
+``EpochIterator._num_batches`` when it builds the iterator and in
+``reset()``, which ``fit`` calls once, after its peek and *before*
+``on_train_begin``, where :class:`DataCheckpoint` restores a mid-epoch
+state; every epoch of the ``fit`` then runs that many steps
+(``_enumerate_iterator``: ``steps_per_epoch = self.steps_per_epoch or
+self._num_batches``). A resumed epoch has fewer batches left (15 of 27 in
+the backend tests), so Keras asked for a 16th batch, and (Keras 3.15.1,
+measured with a ``PyDataset`` promising 3 batches and serving 2, Adam,
+2 epochs):
+
+- every backend warned "Your input ran out of data; interrupting
+  training" (``EpochIterator._interrupted_warning``), and
+- TensorFlow pulls the batch inside the compiled train step
+  (``iterator.get_next()`` with ``steps_per_execution=1``). The step fails
+  with ``OutOfRangeError``, but ``optimizer.iterations.assign_add(1)``
+  does not depend on the data, so TensorFlow's graph executor runs it
+  anyway: ``iterations`` was 3 and 6 after the epochs instead of 2 and 4
+  (JAX and PyTorch pull the batch in Python and stay at 2 and 4). SGD does
+  not read ``iterations``, so its resume stayed bit-identical; Adam's bias
+  correction does, so every later update differed (the resumed Adam run
+  ended at 109 iterations instead of 108, weights off by up to 2e-3).
+
+Giving the resumed epoch's count to Keras before ``fit`` (restoring in
+the callback's constructor) does not help: Keras reads the count once
+per ``fit``, so the later, full epochs would be cut short. No public API
+lets a data adapter change the count of one epoch, so this module
+sets ``_num_batches`` of the running iterator at the start of each epoch:
+``_enumerate_iterator`` calls ``data_adapter.on_epoch_begin()`` (which
+reaches ``KerasDataset.on_epoch_begin``) right before it reads
+``_num_batches``. The epoch then ends after exactly the batches that are
+left, through Keras's normal end-of-epoch path: no warning, no extra step.
+The iterator is found like the reset above, by the identity of
+``EpochIterator._enumerate_iterator.__code__`` on the call stack (its
+frame's ``self``). A ``steps_per_epoch`` given to ``fit`` is left alone.
+
+If Keras changes. The canaries in ``tests/keras/test_keras_internals.py``
+fail when the method or the attribute is gone or the order of the two
+reads changes, and ``tests/keras/test_backends.py`` resumes Adam runs on
+every backend. At run time a Keras without them gets a ``RuntimeWarning``
+once, and a resumed epoch behaves as described above (the warning; on
+TensorFlow one extra optimizer iteration).
 """
 
 from __future__ import annotations
@@ -51,6 +102,7 @@ from types import CodeType, FrameType
 from ..errors import describe
 
 MODULE, CLASS, METHOD = "keras.src.trainers.epoch_iterator", "EpochIterator", "reset"
+EPOCH_METHOD, STEPS_ATTRIBUTE = "_enumerate_iterator", "_num_batches"
 
 
 @functools.cache
@@ -82,3 +134,54 @@ def called_from_epoch_reset() -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@functools.cache
+def enumerate_code() -> CodeType | None:
+    """The code of Keras's ``EpochIterator._enumerate_iterator``, or None (with a warning) if this Keras has none."""
+    try:
+        return getattr(getattr(importlib.import_module(MODULE), CLASS), EPOCH_METHOD).__code__
+    except (ImportError, AttributeError) as exc:
+        _warn_no_steps(f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def _warn_no_steps(found: str) -> None:
+    warnings.warn(
+        describe(
+            "streamfeed cannot give Keras the step count of a resumed epoch with this Keras",
+            expected=f"{MODULE}.{CLASS}.{EPOCH_METHOD} and its {STEPS_ATTRIBUTE}",
+            found=found,
+            fix="a resumed epoch may warn that the input ran out of data, and on TensorFlow count one "
+            "optimizer iteration too many; use a Keras version streamfeed supports, or report this Keras version",
+        ),
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def set_epoch_steps(num_batches: int) -> bool:
+    """Makes the Keras epoch iterator beginning an epoch (on the call stack) run ``num_batches`` steps.
+
+    Returns whether one was found and set; False outside Keras (a direct
+    call) and when ``fit`` was given ``steps_per_epoch``.
+    """
+    code = enumerate_code()
+    frame: FrameType | None = sys._getframe(1)
+    while code is not None and frame is not None:
+        if frame.f_code is code:
+            iterator = frame.f_locals.get("self")
+            if not hasattr(iterator, STEPS_ATTRIBUTE):
+                _warn_once_no_attribute(type(iterator).__name__)
+                return False
+            if getattr(iterator, "steps_per_epoch", None):
+                return False
+            setattr(iterator, STEPS_ATTRIBUTE, num_batches)
+            return True
+        frame = frame.f_back
+    return False
+
+
+@functools.cache
+def _warn_once_no_attribute(class_name: str) -> None:
+    _warn_no_steps(f"{class_name} without {STEPS_ATTRIBUTE}")

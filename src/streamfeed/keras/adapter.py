@@ -17,9 +17,10 @@ served batch is kept, keyed by its number in the epoch, and
 checkpoint callback counts them in ``on_train_batch_end``). Epochs advance only
 when one was served completely after ``on_epoch_begin`` and Keras ended it
 (rather than abandoning it with ``EpochIterator.reset()``), so peeks
-restart the epoch instead of consuming it; the one Keras internal this
-needs lives in :mod:`._keras_internals`, which says why no public API
-suffices.
+restart the epoch instead of consuming it. Each epoch tells Keras its own
+step count (a resumed epoch has fewer batches left than the epochs after
+it). The Keras internals these two need live in :mod:`._keras_internals`,
+which says why no public API suffices.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, describe
 from ..pipeline import Dataset, EpochIterator
 from ..runtime.batch import PAD_MASK
-from ._keras_internals import called_from_epoch_reset
+from ._keras_internals import called_from_epoch_reset, set_epoch_steps
 from .packing import IDS, W, X, Y, pack_columns
 from .validation import check_model_inputs
 
@@ -157,6 +158,11 @@ class KerasDataset(keras.utils.PyDataset):
 
     def on_epoch_begin(self) -> None:
         self._open(begun=True)
+        # Keras fixed its step count when fit began, before a checkpoint
+        # restored a mid-epoch state: a resumed epoch is shorter, and Keras
+        # asking for more batches than it has warns and, on TensorFlow,
+        # counts one optimizer iteration too many (see _keras_internals).
+        set_epoch_steps(self.num_batches)
 
     def on_epoch_end(self) -> None:
         complete = self._begun and self._stream is not None and self._served == self.num_batches

@@ -12,33 +12,203 @@ restores both when training begins (:meth:`KerasDataset.set_state`), and
 the resumed epoch serves exactly the batches an uninterrupted run would
 have served next.
 
-Weights and position are one checkpoint: each save writes a new weights
-file, then atomically replaces ``data_state.json``, which names that file;
-only then are older weights files removed. A crash at any point leaves a
-state file whose weights match it.
+Weights and position are one checkpoint, or none. ``data_state.json`` is
+the commit record; a save (like SQLite's commit, or Orbax's temporary
+step directories) goes:
+
+1. the weights are written into a new private temporary directory
+   (``tempfile.mkdtemp``: a fresh name, mode 0700, so nothing can be
+   planted in it) and ``fsync``-ed;
+2. the state, naming ``model-<save>.weights.h5``, is written to a fresh
+   temporary file (``tempfile.mkstemp``: ``O_CREAT | O_EXCL``, never an
+   existing name or link) through its descriptor, ``fsync``-ed, published
+   with ``os.replace`` (which replaces a link at the destination rather
+   than following it), and the directory is ``fsync``-ed — the commit;
+3. the weights are moved to their final name with ``os.replace`` and the
+   directory is ``fsync``-ed;
+4. only then are older weights and leftovers of interrupted saves removed.
+
+So a final-named weights file exists only once a state named it, and a
+crash at any point leaves either the previous checkpoint whole (before 2:
+the new weights sit in a temporary directory, ignored) or the new one
+(after 2: a state naming weights still in their temporary directory is
+completed on load, a redo). Without the syncs, a power loss could leave
+the renamed state empty, or bring back the old state after its weights
+were deleted.
+
+Loading refuses, with a :class:`StateError` naming the file or field, a
+state whose weights file is missing or is not this save's own, weights
+files without a state (the state was deleted: resuming would train fresh
+weights from a saved position, or fresh data from saved weights), and any
+field of the wrong type or out of range; the data state itself is checked
+by the pipeline, before training starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, NoReturn
 
 import keras
 
+from ..errors import StateError, describe
 from .adapter import KerasDataset
 
 logger = logging.getLogger("streamfeed")
 STATE_FILE = "data_state.json"
 WEIGHTS_PATTERN = "model-{:06d}.weights.h5"
+PENDING_PREFIX = ".save-"  # + save number + "-": a save's private temporary directory
+FIELDS = ("keras_epoch", "data", "save_number", "weights")
+_FIX = (
+    "restore the checkpoint directory's files as they were saved, "
+    "or give DataCheckpoint a new directory to train from the start"
+)
+
+
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1))
-    os.replace(temporary, path)
+    """Publishes ``data`` at ``path``: complete and durable, or not at all; never through a link."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(data, file, indent=1)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _fsync(path.parent, directory=True)
+
+
+def _move_in_place(pending: Path, final: Path) -> None:
+    """Gives committed weights their final name (replacing, not following, whatever is there)."""
+    os.replace(pending, final)
+    _fsync(final.parent, directory=True)
+    with contextlib.suppress(OSError):
+        pending.parent.rmdir()
+
+
+def _pending_weights(directory: Path, name: str, save_number: int) -> Path | None:
+    """The weights of save ``save_number`` still in their temporary directory, if exactly one is there."""
+    found = [
+        path / name
+        for path in directory.glob(f"{PENDING_PREFIX}{save_number:06d}-*")
+        if path.is_dir() and not path.is_symlink() and (path / name).is_file() and not (path / name).is_symlink()
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _committed_weights(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")))
+
+
+def _refuse(path: Path, problem: str, *, expected: str, found: str, fix: str = _FIX) -> NoReturn:
+    raise StateError(describe(f"Cannot resume from {path}: {problem}", expected=expected, found=found, fix=fix))
+
+
+def _count_field(path: Path, saved: Mapping[str, Any], name: str, minimum: int) -> int:
+    value = saved.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _refuse(
+            path,
+            f"the field '{name}' is missing, of the wrong type or out of range",
+            expected=f"an integer >= {minimum}",
+            found=repr(value) if name in saved else "no such field",
+        )
+    return value
+
+
+def load_checkpoint(directory: Path, *, save_model: bool) -> dict[str, Any] | None:
+    """The checked state of the checkpoint in ``directory``, or None if it holds none (yet).
+
+    Completes a save interrupted after its commit (its weights still in
+    their temporary directory); raises :class:`StateError` naming the file
+    or field for anything else that does not make one whole checkpoint.
+    """
+    path = directory / STATE_FILE
+    if not (path.exists() or path.is_symlink()):
+        weights = _committed_weights(directory) if directory.is_dir() else []
+        if weights:
+            _refuse(
+                path,
+                f"weights {weights} are there without the data state saved with them",
+                expected=f"{STATE_FILE} naming one of them",
+                found=f"no {STATE_FILE}",
+                fix="restore data_state.json as it was saved; or, to start over, give DataCheckpoint a new directory "
+                "(or remove the weights files)",
+            )
+        return None  # nothing saved, or only a first save cut short before its commit
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        _refuse(path, "the state file cannot be read", expected="a JSON object", found=f"{type(exc).__name__}: {exc}")
+    if not isinstance(saved, dict):
+        _refuse(path, "the state file is not a JSON object", expected="a JSON object", found=type(saved).__name__)
+    unknown = sorted(set(saved) - set(FIELDS))
+    if unknown:
+        _refuse(
+            path,
+            f"unknown field(s) {', '.join(repr(name) for name in unknown)}",
+            expected=f"only the fields {list(FIELDS)}",
+            found=f"also {unknown}",
+        )
+    _count_field(path, saved, "keras_epoch", 0)
+    save_number = _count_field(path, saved, "save_number", 1)
+    if not isinstance(saved.get("data"), dict):
+        _refuse(
+            path,
+            "the field 'data' (the data state) is missing or not an object",
+            expected="the data state saved by KerasDataset.get_state",
+            found=type(saved.get("data")).__name__ if "data" in saved else "no such field",
+        )
+    expected_weights = WEIGHTS_PATTERN.format(save_number)
+    if "weights" in saved and saved["weights"] != expected_weights:
+        _refuse(
+            path,
+            "the field 'weights' does not name this save's weights file",
+            expected=f"{expected_weights!r}, in the checkpoint directory (save {save_number})",
+            found=repr(saved["weights"]),
+        )
+    if save_model:
+        if "weights" not in saved:
+            _refuse(
+                path,
+                "the data state has no weights saved with it (no field 'weights')",
+                expected=f"'weights': {expected_weights!r}",
+                found="a state saved without the model (save_model=False)",
+                fix="pass save_model=False to resume the data position alone, or give DataCheckpoint a new "
+                "directory to train from the start",
+            )
+        final = directory / expected_weights
+        if not final.is_file():
+            pending = _pending_weights(directory, expected_weights, save_number)
+            if pending is None:
+                _refuse(
+                    path,
+                    f"the weights file {final} it names is missing",
+                    expected=f"{final}, saved with the state",
+                    found="no such file (nor an unfinished save of it)",
+                    fix="restore the weights file as it was saved; resuming without it would train fresh weights "
+                    "from the saved data position",
+                )
+            _move_in_place(pending, final)  # the save was committed: complete it
+            logger.info("completed the interrupted save of %s", final)
+    return saved
 
 
 class DataCheckpoint(keras.callbacks.Callback):
@@ -50,6 +220,12 @@ class DataCheckpoint(keras.callbacks.Callback):
         every: also save every ``every`` trained batches (``None``: only at
             epoch ends).
         save_model: save and restore the model's weights too (default).
+
+    Raises:
+        StateError: ``directory`` holds a checkpoint that is not whole (a
+            state without its weights or the reverse, a field of the wrong
+            type or out of range), or whose data state belongs to another
+            pipeline.
     """
 
     def __init__(
@@ -61,11 +237,10 @@ class DataCheckpoint(keras.callbacks.Callback):
         self.every = every
         self.save_model = save_model
         self._epoch, self._trained = 0, 0
-        self._saved: dict[str, Any] | None = None
-        state_path = self.directory / STATE_FILE
-        if state_path.exists():
-            self._saved = json.loads(state_path.read_text())
-        self._saves = int(self._saved.get("save_number", 0)) if self._saved else 0
+        self._saved = load_checkpoint(self.directory, save_model=save_model)
+        if self._saved is not None:
+            dataset.dataset.num_batches(state=self._saved["data"])  # the pipeline checks it: StateError
+        self._saves = int(self._saved["save_number"]) if self._saved else 0
 
     @property
     def initial_epoch(self) -> int:
@@ -76,10 +251,21 @@ class DataCheckpoint(keras.callbacks.Callback):
         if self._saved is None:
             return
         self.dataset.set_state(self._saved["data"])
-        weights = self.directory / self._saved.get("weights", "")
-        if self.save_model and self._saved.get("weights") and weights.exists():
+        if self.save_model:
+            weights = self.directory / self._saved["weights"]
             self._build_optimizer()
-            self.model.load_weights(weights)
+            try:
+                self.model.load_weights(weights)
+            except (OSError, ValueError) as exc:
+                raise StateError(
+                    describe(
+                        f"Cannot resume from {self.directory / STATE_FILE}: its weights do not load into this model",
+                        where=str(weights),
+                        expected="the weights of this model (and optimizer), as saved",
+                        found=f"{type(exc).__name__}: {exc}",
+                        fix=_FIX,
+                    )
+                ) from exc
         logger.info(
             "resumed from %s: Keras epoch %d, data epoch %d at %s",
             self.directory,
@@ -119,6 +305,7 @@ class DataCheckpoint(keras.callbacks.Callback):
         self._save(keras_epoch=epoch + 1, trained=self._trained)
 
     def _save(self, *, keras_epoch: int, trained: int) -> None:
+        """One checkpoint, in the order the module docstring argues for."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._saves += 1
         state: dict[str, Any] = {
@@ -126,10 +313,26 @@ class DataCheckpoint(keras.callbacks.Callback):
             "data": self.dataset.get_state(trained),
             "save_number": self._saves,
         }
+        pending: Path | None = None
         if self.save_model:
             state["weights"] = weights = WEIGHTS_PATTERN.format(self._saves)
-            self.model.save_weights(self.directory / weights)
-        _atomic_write_json(self.directory / STATE_FILE, state)
+            private = tempfile.mkdtemp(dir=self.directory, prefix=f"{PENDING_PREFIX}{self._saves:06d}-")
+            pending = Path(private) / weights
+            self.model.save_weights(pending)
+            _fsync(pending)
+        _atomic_write_json(self.directory / STATE_FILE, state)  # the commit
+        if pending is not None:
+            _move_in_place(pending, self.directory / state["weights"])
+        self._remove_leftovers(keep=state.get("weights"))
+
+    def _remove_leftovers(self, *, keep: str | None) -> None:
+        """Older weights, and what interrupted saves left (temporary directories and state files)."""
         for old in self.directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")):
-            if old.name != state.get("weights"):
+            if old.name != keep:
                 old.unlink(missing_ok=True)
+        for path in self.directory.glob(f"{PENDING_PREFIX}*"):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+        for path in self.directory.glob(f".{STATE_FILE}-*.tmp"):
+            if path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 import keras
 import numpy as np
 
-from ..errors import SchemaError, describe
+from ..errors import ArgumentError, BackendError, SchemaError, describe
 
 
 def _column(stats: Any, name: str, kind: str | None = None) -> Any:
@@ -94,7 +94,14 @@ def discretization_layer(stats: Any, column: str, *, num_bins: int, name: str | 
     quantile. Works on every backend.
     """
     if num_bins < 2:
-        raise ValueError(f"num_bins must be >= 2, got {num_bins}")
+        raise ArgumentError(
+            describe(
+                "Discretization needs at least two bins",
+                where=f"discretization_layer(column={column!r})",
+                expected="num_bins >= 2",
+                found=repr(num_bins),
+            )
+        )
     boundaries = [float(b) for b in _column(stats, column, "numeric").quantiles(num_bins)]
     return keras.layers.Discretization(bin_boundaries=boundaries, name=name)
 
@@ -150,7 +157,7 @@ def string_lookup_layer(
     """
     backend = keras.backend.backend()
     if backend != "tensorflow":
-        raise RuntimeError(
+        raise BackendError(
             describe(
                 f"StringLookup needs the TensorFlow backend; Keras runs on {backend!r}",
                 where=f"string_lookup_layer(column={column!r})",
