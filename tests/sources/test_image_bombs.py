@@ -126,6 +126,18 @@ def test_read_tfrecord_decode_images_refuses_a_bomb(tmp_path):
     json.dumps(ds.report.to_dict())
 
 
+def test_read_tfrecord_decode_images_at_stored_size_refuses_a_bomb(tmp_path):
+    """decode_images=[name] decodes at the stored size: the header is checked first all the same."""
+    good = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(good, "PNG")
+    records = {"image": np.array([good.getvalue(), declared_png(50_000, 50_000)], dtype=object)}
+    (path,) = sf.write_tfrecord([records], tmp_path / "out" / "images.tfrecord")
+    with pytest.raises(sf.DataError, match="record 1"):
+        list(read_tfrecord(path, decode_images=["image"]).iter_epoch(0))
+    ds = read_tfrecord(path, decode_images=["image"], on_error="skip")
+    assert sum(len(chunk["image"]) for chunk in ds.iter_epoch(0)) == 1
+
+
 def test_inspect_reports_a_bomb_instead_of_decoding_it(tmp_path):
     from streamfeed.inspect import inspect
     from streamfeed.inspect.image_quality import image_quality

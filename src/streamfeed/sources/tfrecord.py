@@ -253,17 +253,16 @@ def _decode_image(data: bytes, target: tuple[int, ...] | None) -> np.ndarray:
 
     With a target ``(height, width[, channels])`` this uses the shared image
     decoder (``sources/_decode.py``: EXIF orientation, resize, channel
-    rules); without one, Pillow at the stored size as RGB.
+    rules); without one, Pillow at the stored size as RGB, after the same
+    check of the header's declared size (a bomb is a bad record, not an allocation).
     """
-    if target is not None:
-        from . import _decode
+    from . import _decode
 
+    if target is not None:
         spec = _decode.DecodeSpec(*target[:3])  # type: ignore[arg-type]  # (height, width[, channels]): ints only
         return _decode.decode(data, spec, _decode.resolve_decoder(spec.decoder))
-    from ..errors import require
-
-    Image = require("PIL.Image", "images")
-    with Image.open(io.BytesIO(data)) as image:
+    with _decode.open_header(data) as image:
+        _decode.check_size(image, _decode.image_byte_limit(None), channels=3)
         return np.asarray(image.convert("RGB"))
 
 
