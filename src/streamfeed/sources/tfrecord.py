@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import io
 import re
 import threading
 from dataclasses import dataclass, field
