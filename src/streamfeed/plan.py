@@ -7,6 +7,8 @@ resumable and shardable.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -61,12 +63,17 @@ class EpochPlan:
     units: tuple[tuple[int, ...], ...]
     unit_rows: tuple[int, ...]
 
+    @functools.cached_property
+    def _starts(self) -> tuple[int, ...]:
+        """Rows before each unit, and the total last: a state is taken per batch, in O(1)."""
+        return (0, *itertools.accumulate(self.unit_rows))
+
     @property
     def total_rows(self) -> int:
-        return sum(self.unit_rows)
+        return self._starts[-1]
 
     def rows_before(self, unit: int) -> int:
-        return sum(self.unit_rows[:unit])
+        return self._starts[min(unit, len(self.unit_rows))]
 
 
 def make_epoch_plan(
