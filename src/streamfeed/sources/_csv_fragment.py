@@ -7,6 +7,13 @@ skipped, or raised), and, only when a message needs them, physical line
 numbers and the first value that does not convert to its column's type.
 Fragments are read in parallel threads, independently of the source that
 made them, so this module needs nothing from ``csv.py``.
+
+pyarrow refuses a whole fragment when one record straddles its parse
+blocks (``PARSE_BLOCK_BYTES``); the fragment is then parsed again around
+its records longer than a block, each of those alone. One shorter than two
+blocks parses alone and is kept; a longer one is left out like a ragged
+row (reported under ``on_error="skip"``, raised naming its line under
+``"raise"``), and the rest of the fragment is kept.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from ..errors import CorruptFileError, DataError, SkippedUnit, describe
 from . import _inflate
 from ._arrow import Where, table_to_chunk
 from ._csv_files import _open_stream
-from ._csv_options import _Options, first_bad_encoding
-from ._csv_scan import record_lines
+from ._csv_options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
+from ._csv_scan import LongRecord, long_records, record_lines
 
 
 def _no_line(index: int) -> int | str:
@@ -87,9 +94,8 @@ class CsvFragment:
             data = handle.read_at(self.end - self.start, self.start)
         return data if isinstance(data, bytes) else data.to_pybytes()
 
-    def _source(self) -> Any:
-        if self.end is not None:
-            return pa.BufferReader(self._range())
+    def _stream(self) -> Any:
+        """A bz2/zstd file's decompressed stream, from this fragment's start."""
         stream = _open_stream(self._options.filesystem, self.path, self._codec)
         stream.read(self.start)  # the header (and a BOM): a few bytes
         return stream
@@ -102,9 +108,13 @@ class CsvFragment:
         skip: bool,
         types: Mapping[str, pa.DataType] | None = None,
         strings_can_be_null: bool | None = None,
+        first_record: int = 0,
     ) -> pa.Table:
+        """One pyarrow parse of ``source``; ragged rows go to ``invalid``, numbered after ``first_record``."""
+
         def handler(row: Any) -> str:
-            invalid.append((row.number, row.expected_columns, row.actual_columns, row.text))
+            number = None if row.number is None else row.number + first_record
+            invalid.append((number, row.expected_columns, row.actual_columns, row.text))
             return "skip" if skip else "error"
 
         options = self._options
@@ -119,11 +129,102 @@ class CsvFragment:
             if hasattr(source, "close"):
                 source.close()
 
+    def _parse_fragment(
+        self,
+        invalid: list,
+        too_long: list[LongRecord],
+        *,
+        skip: bool,
+        types: Mapping[str, pa.DataType] | None = None,
+        strings_can_be_null: bool | None = None,
+    ) -> pa.Table:
+        """The fragment's table, in one parse, or, if a record straddles pyarrow's blocks, around the long records.
+
+        ``invalid`` gets the ragged rows, ``too_long`` the records pyarrow
+        refuses (see :meth:`_parse_around`).
+        """
+        data = self._range() if self.end is not None else None
+        try:
+            source = pa.BufferReader(data) if data is not None else self._stream()
+            return self._parse(source, invalid, skip=skip, types=types, strings_can_be_null=strings_can_be_null)
+        except pa.ArrowInvalid as exc:
+            if not _straddles(exc):
+                raise
+        # Past the except clause, the failed parse no longer holds a reference to the bytes.
+        invalid.clear()
+        data = self._bytes() if data is None else data
+        return self._parse_around(
+            data, invalid, too_long, skip=skip, types=types, strings_can_be_null=strings_can_be_null
+        )
+
+    def _parse_around(
+        self,
+        data: bytes,
+        invalid: list,
+        too_long: list[LongRecord],
+        *,
+        skip: bool,
+        types: Mapping[str, pa.DataType] | None,
+        strings_can_be_null: bool | None,
+    ) -> pa.Table:
+        """Parses ``data`` in pieces: the runs of records of at most one block, and each longer record alone.
+
+        A record of at most one block never straddles, wherever it starts;
+        alone, one shorter than two blocks parses, and a longer one, which
+        pyarrow refuses, goes to ``too_long`` (without ``skip``, the parse
+        stops there: the caller raises). The pieces are zero-copy slices of
+        ``data``; ragged rows keep their record numbers in the fragment.
+        """
+        options = self._options
+        buffer = pa.py_buffer(data)
+        tables: list[pa.Table] = []
+
+        def parse(start: int, end: int, records_before: int) -> None:
+            if end > start:
+                piece = pa.BufferReader(buffer.slice(start, end - start))
+                table = self._parse(
+                    piece,
+                    invalid,
+                    skip=skip,
+                    types=types,
+                    strings_can_be_null=strings_can_be_null,
+                    first_record=records_before,
+                )
+                tables.append(table)
+
+        position = records = 0  # where the next run starts; the records before it
+        found = long_records(
+            data,
+            quote=options.quote_byte,
+            delimiter=ord(options.delimiter),
+            first_line=self.first_line,
+            longer_than=PARSE_BLOCK_BYTES,
+        )
+        for record in found:
+            parse(position, record.start, records)
+            position, records = min(record.end + 1, len(data)), record.number
+            try:
+                parse(record.start, position, record.number - 1)
+            except pa.ArrowInvalid as exc:
+                if not _straddles(exc):
+                    raise
+                too_long.append(record)
+                if not skip:
+                    break
+        else:
+            parse(position, len(data), records)
+        if tables:
+            return pa.concat_tables(tables)
+        kinds = options.types if types is None else types
+        return pa.schema([(name, kinds[name]) for name in options.columns]).empty_table()
+
     def read(self) -> Chunk:
         options = self._options
-        invalid: list[tuple] = []
+        skip = options.report.on_error == "skip"
+        invalid: list[tuple] = []  # ragged rows, as pyarrow's handler saw them
+        too_long: list[LongRecord] = []  # records pyarrow refuses to parse
         try:
-            table = self._parse(self._source(), invalid, skip=options.report.on_error == "skip")
+            table = self._parse_fragment(invalid, too_long, skip=skip)
         except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._explain(exc, invalid) from exc
         except (OSError, _inflate.InflateError) as exc:
@@ -138,24 +239,27 @@ class CsvFragment:
                     ),
                 )
             ) from exc
-        if table.num_rows + len(invalid) != self.num_rows:
+        if too_long and not skip:
+            raise self._too_long_error(too_long[0])
+        if table.num_rows + len(invalid) + len(too_long) != self.num_rows:
             raise CorruptFileError(
                 describe(
                     "pyarrow parsed a different number of records than the row-count scan found",
                     where=f"{self.path}, {self.location}",
                     expected=f"{self.num_rows} records",
-                    found=f"{table.num_rows} rows and {len(invalid)} ragged rows",
+                    found=f"{table.num_rows} rows, {len(invalid)} ragged rows and {len(too_long)} too long",
                     fix="lone carriage returns as line ends, or a quote character in an unquoted field, cause this; "
                     "convert line ends to \\n, or pass quote_char=None if the file does not quote fields",
                 )
             )
         lines = self._record_lines() if invalid else None
-        for number, expected, actual, text in invalid:
-            line = self._line(lines, number)
-            options.report.add(
-                SkippedUnit(self.path, f"line {line}", f"expected {expected} fields, found {actual}: {text[:200]!r}", 1)
-            )
-        bad_records = sorted(number - 1 for number, *_ in invalid if number is not None)
+        left_out = [
+            (number or 0, self._line(lines, number), f"expected {expected} fields, found {actual}: {text[:200]!r}")
+            for number, expected, actual, text in invalid
+        ] + [(record.number, record.line, _too_long_reason(record)) for record in too_long]
+        for _, line, reason in sorted(left_out, key=lambda item: item[0]):  # in file order
+            options.report.add(SkippedUnit(self.path, f"line {line}", reason, 1))
+        bad_records = _left_out_records(invalid, too_long)
         return table_to_chunk(
             table,
             options.policy,
@@ -229,9 +333,10 @@ class CsvFragment:
         """Finds the first value that does not convert: re-read as text, bisect the casts."""
         options = self._options
         invalid: list = []
-        text = self._parse(
-            pa.BufferReader(self._bytes()),
+        too_long: list[LongRecord] = []
+        text = self._parse_fragment(
             invalid,
+            too_long,
             skip=True,
             types={name: pa.string() for name in self._names},
             strings_can_be_null=True,
@@ -254,16 +359,55 @@ class CsvFragment:
                 describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc))
             )
         index, name, kind, value = found
-        bad = sorted(number - 1 for number, *_ in invalid if number is not None)
+        bad = _left_out_records(invalid, too_long)
         return DataError(
             describe(
                 f"Column {name!r} has a value that is not {kind}",
                 where=f"{self.path}, line {self._line_of_table_row(bad)(index)}",
                 expected=f"{kind} values (inferred from the first MiB of the files, or set in column_types)",
-                found=repr(value),
+                found=_preview(value),
                 fix=f"pass column_types={{{name!r}: 'float64'}} (or 'string'), or repair the value",
             )
         )
+
+    def _too_long_error(self, record: LongRecord) -> CorruptFileError:
+        return CorruptFileError(
+            describe(
+                "A CSV line is too long for pyarrow's CSV parser",
+                where=f"{self.path}, line {record.line}",
+                expected=_LIMIT,
+                found=f"a record of {record.size:,} bytes ({record.size / 2**20:.1f} MiB) starting {record.head!r}",
+                fix="remove or shorten the line (a missing line break or closing quote, or a blob pasted into a "
+                "field?), or pass on_error='skip' to skip such lines and report them",
+            )
+        )
+
+
+_LIMIT = (
+    f"records shorter than {2 * PARSE_BLOCK_BYTES >> 20} MiB "
+    f"(two of the {PARSE_BLOCK_BYTES >> 20} MiB blocks pyarrow parses in)"
+)
+
+
+def _straddles(exc: Exception) -> bool:
+    """pyarrow's refusal of a record that reaches past the block after its own."""
+    return "straddling object" in str(exc)
+
+
+def _preview(value: Any) -> str:
+    """A value for a message: its first 200 characters, and its length when it is longer."""
+    if isinstance(value, str) and len(value) > 200:
+        return f"{value[:200]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
+def _too_long_reason(record: LongRecord) -> str:
+    return f"a record of {record.size:,} bytes, too long for pyarrow ({_LIMIT}): {record.head!r}"
+
+
+def _left_out_records(invalid: Sequence[tuple], too_long: Sequence[LongRecord]) -> list[int]:
+    """0-based records of the fragment missing from its table: ragged (with a known number) and too long."""
+    return sorted([number - 1 for number, *_ in invalid if number is not None] + [r.number - 1 for r in too_long])
 
 
 def _casts(column: pa.Array, kind: pa.DataType) -> bool:

@@ -36,6 +36,10 @@ DEFAULT_NULL_VALUES: tuple[str, ...] = (
 """pyarrow's (and pandas') tokens; they make *numeric* values null. String
 columns keep them as text unless ``strings_can_be_null=True``."""
 SNIFF_DELIMITERS = (",", ";", "\t", "|")
+PARSE_BLOCK_BYTES = 4 << 20
+"""pyarrow parses a fragment in blocks of this size. It refuses a record that
+reaches past the block after the one it starts in ("straddling object"): a
+record of more bytes may fail, one of twice as many always does."""
 
 TypeSpec = Any  # a pyarrow DataType, a NumPy dtype or type, or a name such as "float32"
 
@@ -72,7 +76,7 @@ class _Options:
 
     def read_options(self, names: Sequence[str]) -> pacsv.ReadOptions:
         return pacsv.ReadOptions(
-            column_names=list(names), use_threads=False, encoding=self.encoding, block_size=4 << 20
+            column_names=list(names), use_threads=False, encoding=self.encoding, block_size=PARSE_BLOCK_BYTES
         )
 
     def convert_options(

@@ -14,7 +14,9 @@ would flip the parity here, so such a quote is reported as an error naming
 its line instead of giving a wrong count.
 
 The same scanner, fed one fragment's bytes, maps record numbers to physical
-line numbers for error messages (records may span lines).
+line numbers for error messages (records may span lines), and finds the
+records too long for pyarrow's parse blocks, so that a fragment can be
+parsed around them (``long_records``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 NEWLINE, CR = 10, 13
 BLOCK_BYTES = 16 << 20
+_FIND_BLOCK_BYTES = 1 << 20  # long_records: blocks of an in-memory fragment
 
 
 class UnbalancedQuote(ValueError):
@@ -56,7 +59,9 @@ class Scanner:
     ``header``: the first non-empty record is the header, not a data row;
     ``split_bytes``: also cut the data into ranges of about that many bytes
     at record boundaries; ``collect``: keep every record's start offset and
-    line (for one fragment's error messages, never for a whole file).
+    line (for one fragment's error messages, never for a whole file), or with
+    ``longer_than`` only those of records of more bytes than that, with their
+    ends and record numbers.
     """
 
     quote: int | None
@@ -64,6 +69,7 @@ class Scanner:
     header: bool = True
     split_bytes: int | None = None
     collect: bool = False
+    longer_than: int | None = None  # collect: only records of more bytes (without the line end)
     data_start: int = 0  # offset where a field may open at the start (after a BOM)
 
     offset: int = 0  # bytes fed so far
@@ -82,6 +88,8 @@ class Scanner:
     _split_line: int = 1
     starts: list[np.ndarray] = field(default_factory=list)  # collect: record starts
     lines: list[np.ndarray] = field(default_factory=list)  # collect: their 1-based lines
+    ends: list[np.ndarray] = field(default_factory=list)  # longer_than: offsets of their line ends
+    numbers: list[np.ndarray] = field(default_factory=list)  # longer_than: their 1-based record numbers
 
     def feed(self, block: bytes | memoryview) -> None:
         buf = np.frombuffer(block, dtype=np.uint8)
@@ -160,9 +168,15 @@ class Scanner:
             ends, starts, lines = ends[1:], starts[1:], lines[1:]
             if ends.size == 0:
                 return
-        if self.collect:
+        if self.collect and self.longer_than is None:
             self.starts.append(base + starts)
             self.lines.append(lines)
+        elif self.collect:
+            keep = np.flatnonzero(ends - starts > self.longer_than)
+            self.starts.append(base + starts[keep])
+            self.lines.append(lines[keep])
+            self.ends.append(base + ends[keep])
+            self.numbers.append(self.rows + 1 + keep)
         if self.split_bytes is not None:
             if self._split_start is None:
                 self._split_start = base + int(starts[0])
@@ -211,3 +225,46 @@ def record_lines(data: bytes, *, quote: int | None, delimiter: int, first_line: 
     if not scanner.lines:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate(scanner.lines) + (first_line - 1)
+
+
+@dataclass(frozen=True)
+class LongRecord:
+    """A record of ``data[start:end]`` (its line end, if any, at ``end``), found by :func:`long_records`."""
+
+    number: int  # 1-based, among the records of the data
+    start: int
+    end: int
+    line: int  # 1-based physical line of its first byte
+    head: bytes  # its first bytes, for messages
+
+    @property
+    def size(self) -> int:
+        """Its bytes up to its newline (the carriage return of a ``\\r\\n`` counts, as it does for pyarrow)."""
+        return self.end - self.start
+
+
+def long_records(
+    data: bytes, *, quote: int | None, delimiter: int, first_line: int, longer_than: int
+) -> list[LongRecord]:
+    """The records of ``data`` (whole records, no header) of more than ``longer_than`` bytes, in order.
+
+    Fed in blocks, so the scan's temporaries stay small beside ``data``;
+    only the long records are kept.
+    """
+    scanner = Scanner(
+        quote=quote, delimiter=delimiter, header=False, collect=True, longer_than=longer_than, data_start=-1
+    )
+    view = memoryview(data)
+    try:
+        for offset in range(0, len(view), _FIND_BLOCK_BYTES):
+            scanner.feed(view[offset : offset + _FIND_BLOCK_BYTES])
+        scanner.finish()
+    except UnbalancedQuote:
+        pass  # the source's scan checked the quotes; the records found so far are still right
+    if not scanner.numbers:
+        return []
+    columns = (np.concatenate(part) for part in (scanner.numbers, scanner.starts, scanner.ends, scanner.lines))
+    return [
+        LongRecord(int(number), int(start), int(end), int(line) + first_line - 1, bytes(view[start : start + 40]))
+        for number, start, end, line in zip(*columns)
+    ]
