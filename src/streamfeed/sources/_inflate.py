@@ -137,6 +137,22 @@ class Inflater:
                 self.out_offset += len(out)
                 return out
 
+    def read_exact(self, count: int) -> bytes:
+        """Exactly ``count`` decompressed bytes, decoded in pieces of at most 1 MiB.
+
+        The caller sizes ``count`` (checked against its memory limit before
+        asking); a stream that ends before is damage, an :class:`InflateError`.
+        """
+        parts: list[bytes] = []
+        have = 0
+        while have < count:
+            piece = self.read(min(count - have, _MAX_BLOCK))
+            if not piece:
+                raise InflateError(f"the decompressed data ends at byte {self.out_offset}, {count - have} bytes short")
+            parts.append(piece)
+            have += len(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def checkpoint(self) -> Checkpoint:
         """A checkpoint at the current position (between two reads)."""
         fresh = self._decompressor.eof or not self._started
@@ -215,16 +231,8 @@ def read_range(open_file: Callable[[], Any], points: Checkpoints, start: int, en
     context manager). Damage after ``end`` is never reached.
     """
     at = points.before(start)
-    parts: list[bytes] = []
     with open_file() as handle:
         handle.seek(at.in_offset)
         inflater = Inflater(handle.read, wbits=wbits, at=at)
         inflater.skip(start - at.out_offset)
-        have = 0
-        while have < end - start:
-            piece = inflater.read(min(end - start - have, _MAX_BLOCK))
-            if not piece:
-                raise InflateError(f"the decompressed data ends at byte {inflater.out_offset}, before byte {end}")
-            parts.append(piece)
-            have += len(piece)
-    return b"".join(parts)
+        return inflater.read_exact(end - start)
