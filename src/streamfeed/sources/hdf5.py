@@ -53,7 +53,7 @@ import posixpath
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -74,6 +74,7 @@ TARGET_FRAGMENT_BYTES = 8 * 2**20
 and shuffle windows of many fragments within the default memory limit."""
 
 _SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5")
+_TEXT_OBJECT_BYTES = 57  # a decoded str: 8-byte pointer + 49-byte object header (as the Parquet source counts it)
 
 
 def _h5py():
@@ -90,10 +91,27 @@ class _Column:
     index: int | None = None  # position inside a PyTables values_block field
     dtype: np.dtype = np.dtype("f8")
     shape: tuple[int, ...] = ()  # per-row shape
+    text: str | None = None  # fixed-width bytes decoded to str with this encoding (see _text_encoding)
 
     @property
     def row_bytes(self) -> int:
+        """Stored bytes per row: what a read and a worker's shared memory hold."""
         return self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def decoded_row_bytes(self) -> int:
+        """Bytes per row once served: a decoded string also costs a Python ``str`` object per value."""
+        values = int(np.prod(self.shape, dtype=np.int64))
+        return self.row_bytes + (_TEXT_OBJECT_BYTES * values if self.text else 0)
+
+    @property
+    def type_name(self) -> str:
+        return "str" if self.text else str(self.dtype)
+
+    @property
+    def kind(self) -> tuple:
+        """What a row of this column is, across files: strings of any stored width are one kind."""
+        return ("str", self.shape) if self.text else (self.dtype, self.shape)
 
     @property
     def label(self) -> str:
@@ -115,6 +133,7 @@ class _Entry:
     rows: int
     default: bool  # included when columns are discovered
     default_name: str
+    text: str | None = None  # the encoding, when the stored bytes are strings to decode
 
 
 def _pickled_names(raw: Any) -> list[str] | None:
@@ -176,22 +195,106 @@ def _catalog(handle: Any) -> dict[str, _Entry]:
             return  # a scalar holds no rows
         rows, dtype = int(obj.shape[0]), obj.dtype
         if dtype.names is None:
-            entries[path] = _Entry(path, None, None, dtype, tuple(obj.shape[1:]), rows, True, name)
+            text = _text_encoding(dtype, None)
+            entries[path] = _Entry(path, None, None, dtype, tuple(obj.shape[1:]), rows, True, name, text)
             return
         pytables = bytes(obj.attrs.get("CLASS", b"")) == b"TABLE"
+        encoding = _text(obj.parent.attrs.get("encoding", b"UTF-8")) if pytables else None  # pandas writes it
         for field in dtype.names:
             sub = dtype.fields[field][0]
             base, shape = (sub.base, sub.shape) if sub.subdtype else (sub, ())
             names = _pickled_names(obj.attrs.get(f"{field}_kind")) if pytables else None
             if pytables and field.startswith("values_block_") and names and shape == (len(names),):
+                text = _text_encoding(base, encoding)
                 for index, column in enumerate(names):
-                    entries[f"{path}/{column}"] = _Entry(path, field, index, base, (), rows, True, column)
+                    entries[f"{path}/{column}"] = _Entry(path, field, index, base, (), rows, True, column, text)
                 continue
             default = not (pytables and field == "index")
-            entries[f"{path}/{field}"] = _Entry(path, field, None, base, tuple(shape), rows, default, field)
+            text = _text_encoding(base, encoding)
+            entries[f"{path}/{field}"] = _Entry(path, field, None, base, tuple(shape), rows, default, field, text)
 
     handle.visititems(visit)
     return entries
+
+
+def _text_encoding(dtype: np.dtype, table_encoding: str | None) -> str | None:
+    """The encoding to decode a fixed-width bytes column with into ``str``; None keeps ``bytes``.
+
+    Decided from the file's metadata, never the values, so a column has one
+    type in every fragment. In a pandas/PyTables table (``table_encoding``)
+    every fixed-width bytes field is a string column, which pandas decodes
+    with the table's ``encoding`` (UTF-8 unless pandas recorded another).
+    Elsewhere h5py's record decides: a string type declared UTF-8 is text;
+    HDF5's default ASCII character set, which every NumPy ``bytes`` array
+    gets (binary blobs such as encoded images too), stays ``bytes``, as
+    h5py itself returns it.
+    """
+    if dtype.kind != "S":
+        return None
+    if table_encoding is not None:
+        return table_encoding
+    info = _h5py().check_string_dtype(dtype)
+    return "utf-8" if info is not None and info.encoding == "utf-8" else None
+
+
+def _decode_text(chunk: Chunk, columns: Sequence[_Column], path: str, start: int) -> Chunk:
+    """Decodes the text columns of a chunk read at row ``start`` into object arrays of ``str``.
+
+    The same representation as the Arrow-backed sources (CSV, Parquet) and
+    pandas. NumPy drops the NUL padding of fixed-width bytes, as pandas does.
+    Bytes that are not valid in the encoding are a data fault, named by file,
+    dataset, column and row (``on_error="skip"`` leaves the fragment out).
+    """
+    for column in columns:
+        if column.text is None:
+            continue
+        values = chunk[column.name]
+        try:
+            chunk[column.name] = np.char.decode(values, column.text).astype(object)
+        except UnicodeDecodeError:
+            chunk[column.name] = _decode_rows(values, column, path, start)
+    return chunk
+
+
+def _decode_rows(values: np.ndarray, column: _Column, path: str, start: int) -> np.ndarray:
+    """Decodes value by value to find the first invalid one (only after the vectorised decode failed)."""
+    encoding = cast(str, column.text)
+    out = np.empty(values.shape, dtype=object)
+    rows = out.reshape(len(values), -1)  # a view: filling it fills out
+    for row, items in enumerate(values.reshape(len(values), -1)):
+        for position, item in enumerate(items.tolist()):
+            try:
+                rows[row, position] = item.decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise CorruptFileError(
+                    describe(
+                        f"Column {column.name!r} holds bytes that are not valid {encoding.upper()} text",
+                        where=f"{path}, dataset {column.label}, row {start + row}",
+                        expected=f"{encoding.upper()} strings (the encoding the file declares for this column)",
+                        found=f"{item[:40]!r} ({exc.reason} at byte {exc.start})",
+                        fix=(
+                            "rewrite the value in the file, or pass on_error='skip' to leave these rows out "
+                            "and report them"
+                        ),
+                    )
+                ) from exc
+    return out
+
+
+def _check_encoding(column: _Column, path: str) -> None:
+    """Refuses, at open, a text column whose recorded encoding Python cannot decode text with."""
+    try:
+        b"".decode(cast(str, column.text))  # unknown names and bytes-to-bytes codecs raise LookupError
+    except LookupError as exc:
+        raise SchemaError(
+            describe(
+                f"Column {column.name!r} ({column.label}) is text in an encoding Python does not know",
+                where=path,
+                expected="a text encoding such as UTF-8",
+                found=repr(column.text),
+                fix="rewrite the table with encoding='UTF-8', or leave this column out",
+            )
+        ) from exc
 
 
 def _check_filters(dataset: Any, path: str) -> None:
@@ -429,10 +532,11 @@ class HDF5Fragment:
     def read(self) -> Chunk:
         try:
             if self._processes is not None:
-                return self._processes.read(self.path, self._columns, self.start, self.stop, self._allow_external)
-            out = _empty_out(self._columns, self.num_rows)
-            _read_range(self.path, self._columns, self.start, self.stop, out, self._allow_external)
-            return out
+                out = self._processes.read(self.path, self._columns, self.start, self.stop, self._allow_external)
+            else:
+                out = _empty_out(self._columns, self.num_rows)
+                _read_range(self.path, self._columns, self.start, self.stop, out, self._allow_external)
+            return _decode_text(out, self._columns, self.path, self.start)
         except (OSError, KeyError, ValueError, RuntimeError) as exc:
             if isinstance(exc, CorruptFileError):
                 raise
@@ -559,7 +663,9 @@ class HDF5Source:
                         )
                     )
                 chosen[name] = catalog[key]
-        columns = tuple(_Column(name, e.dataset, e.field, e.index, e.dtype, e.shape) for name, e in chosen.items())
+        columns = tuple(
+            _Column(name, e.dataset, e.field, e.index, e.dtype, e.shape, e.text) for name, e in chosen.items()
+        )
         lengths = {column.label: chosen[column.name].rows for column in columns}
         first_label, first_rows = next(iter(lengths.items()))
         for label, rows in lengths.items():
@@ -587,6 +693,8 @@ class HDF5Source:
                         fix="store variable-length data as fixed-size arrays (pad), or leave this column out",
                     )
                 )
+            if column.text is not None:
+                _check_encoding(column, path)
         if self._columns is None:
             self._columns = columns
         else:
@@ -607,13 +715,13 @@ class HDF5Source:
                     )
                 )
             for mine, theirs in zip(self._columns, columns):
-                if (mine.dtype, mine.shape) != (theirs.dtype, theirs.shape):
+                if mine.kind != theirs.kind:
                     raise SchemaError(
                         describe(
                             f"Column {mine.name!r} differs between files",
                             where=f"{self.files[0] if self.files else '?'} and {path}",
-                            expected=f"{mine.dtype}{list(mine.shape)} per row as in the first file",
-                            found=f"{theirs.dtype}{list(theirs.shape)} ({theirs.label})",
+                            expected=f"{mine.type_name}{list(mine.shape)} per row as in the first file",
+                            found=f"{theirs.type_name}{list(theirs.shape)} ({theirs.label})",
                             fix="write every file with the same dtypes and shapes",
                         )
                     )
@@ -646,9 +754,11 @@ class HDF5Source:
 
     @property
     def row_bytes(self) -> float:
+        """Bytes per served row: the widest file's (string widths may differ by file), str objects included."""
         if not self._columns:
             return 64.0
-        return float(max(8, sum(c.row_bytes for c in self._columns)))
+        layouts = {fragment._columns for fragment in self.fragments} or {self._columns}
+        return float(max(8, *(sum(c.decoded_row_bytes for c in layout) for layout in layouts)))
 
     def fingerprint(self) -> dict:
         """Files (paths and sizes), columns and fragment boundaries; computed once."""
