@@ -88,6 +88,10 @@ class NotFoundError(StreamfeedError, FileNotFoundError):
     """A path, file or directory that does not exist (or holds nothing to read)."""
 
 
+class StorageError(StreamfeedError, OSError):
+    """The storage holding the data cannot be listed or read: refused credentials, an unreachable endpoint."""
+
+
 class OutputExistsError(StreamfeedError, FileExistsError):
     """An output path that is already there and would be overwritten."""
 

@@ -9,13 +9,55 @@ window first, then read-ahead, then prefetch, until it fits.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 from .errors import MemoryLimitError, describe
 
 DEFAULT_MEMORY_LIMIT = 512 * 2**20
 MAX_DEFAULT_WINDOW = 64
+DECODE_SHARE = 4
+"""One item (an image) may decode to at most ``memory_limit // DECODE_SHARE`` bytes before it is resized.
+
+Its full-size pixels exist only inside one read thread, for a moment, on
+top of the buffers the layout sizes; a quarter keeps a bomb from taking the
+whole limit while a 10 000 x 10 000 RGB scan fits the default 512 MiB.
+"""
+
+
+def decode_bytes_limit(memory_limit: int | None) -> int:
+    """The most one item may decode to under ``memory_limit`` (the default if None)."""
+    return (DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)) // DECODE_SHARE
+
+
+_DECODE_BOUND: contextvars.ContextVar[int | None] = contextvars.ContextVar("streamfeed_decode_bound", default=None)
+
+
+def decode_bound() -> int | None:
+    """The decode bound of the pipeline reading in this thread now, or None outside one.
+
+    Decoders check a header's declared size against it (and their own
+    ``max_image_bytes``) before allocating: a source is opened before
+    ``with_options(memory_limit=...)`` is known, so the bound reaches the
+    decoder through the reading thread's context, set by the runtime.
+    """
+    return _DECODE_BOUND.get()
+
+
+@contextlib.contextmanager
+def decoding_within(nbytes: int | None) -> Iterator[None]:
+    """Runs the block with :func:`decode_bound` at ``nbytes`` (None: unchanged)."""
+    if nbytes is None:
+        yield
+        return
+    token = _DECODE_BOUND.set(int(nbytes))
+    try:
+        yield
+    finally:
+        _DECODE_BOUND.reset(token)
 
 
 @dataclass(frozen=True)
@@ -27,9 +69,20 @@ class Layout:
     window: int  # fragments per read unit (1 without shuffling)
     prefetch: int  # finished batches queued
     estimated_bytes: int
+    decode_bytes: int  # the most one item (an image) may decode to, before resizing
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+READ_TRANSIENT = 4
+"""Bytes a reader holds while decoding, beyond its output, per decoded byte of the fragment.
+
+Measured (``benchmarks/memory_limit.py``'s note in docs/performance.md):
+pyarrow reading one 4 MiB row group of 16 float32 columns peaks at 20 MiB
+in its pool (compressed column chunks, decompressed pages, the arrays),
+five times its output. Each read thread has one fragment in decoding.
+"""
 
 
 def estimate_bytes(
@@ -41,10 +94,12 @@ def estimate_bytes(
     window: int,
     prefetch: int,
     shuffled: bool,
+    read_threads: int = 1,
 ) -> int:
-    """Peak bytes held by the pipeline's own buffers for this layout."""
+    """Peak bytes held by the pipeline's own buffers for this layout, decoding included."""
     assembly = (2 if shuffled else 1) * window  # pieces + the reused unit buffer
-    fragments = (read_ahead + assembly) * fragment_rows
+    decoding = READ_TRANSIENT * min(read_threads, read_ahead)  # in-flight reads' scratch
+    fragments = (read_ahead + assembly + decoding) * fragment_rows
     batches = 2 * prefetch * batch_rows  # a batch and its packed form
     return int(row_bytes * (fragments + batches))
 
@@ -93,7 +148,14 @@ def plan_layout(
 
     def size(ahead_: int, window_: int, depth_: int) -> int:
         return estimate_bytes(
-            row_bytes, fragment_rows, batch_rows, read_ahead=ahead_, window=window_, prefetch=depth_, shuffled=shuffled
+            row_bytes,
+            fragment_rows,
+            batch_rows,
+            read_ahead=ahead_,
+            window=window_,
+            prefetch=depth_,
+            shuffled=shuffled,
+            read_threads=threads,
         )
 
     while size(ahead, chosen_window, depth) > limit:
@@ -120,6 +182,7 @@ def plan_layout(
         window=chosen_window,
         prefetch=depth,
         estimated_bytes=size(ahead, chosen_window, depth),
+        decode_bytes=decode_bytes_limit(limit),
     )
 
 

@@ -45,7 +45,7 @@ from .errors import (
     UserFunctionError,
     describe,
 )
-from .memory import DEFAULT_MEMORY_LIMIT, Layout, plan_layout
+from .memory import DEFAULT_MEMORY_LIMIT, Layout, decode_bytes_limit, plan_layout
 from .plan import EpochPlan, make_epoch_plan
 from .runtime.background import BackgroundIterator
 from .runtime.batch import PAD_MASK, LastBatch, num_batches
@@ -85,6 +85,33 @@ def _call_user(fn: Callable[[Chunk], Any], chunk: Chunk, kind: str, name: str, *
                 fix=f"fix {name}: an error in user code always raises (on_error='skip' skips only bad data)",
             )
         ) from exc
+
+
+_VERSION_LENGTH = 200  # a version names a revision ("2", a date, a commit), not a document
+
+
+def _op_identity(fn: Callable[..., Any], name: str | None, version: str | None) -> str:
+    """Who a user op is in a fingerprint: the ``name`` given, else its module and name; then ``@version``.
+
+    A saved state is restored only into a pipeline with the same ops: a
+    filter added or changed would serve other rows at the same position.
+    Code is not hashed (a closure's values would escape it anyway): bump
+    ``version`` when a function changes its rows under the same name.
+    """
+    if version is not None and (not isinstance(version, str) or not 0 < len(version) <= _VERSION_LENGTH):
+        raise ArgumentError(
+            describe(
+                "Invalid op version",
+                expected=f"a string of 1 to {_VERSION_LENGTH} characters (version='2', a date, a commit)",
+                found=repr(version)[:80],
+            )
+        )
+    if name is None:
+        qualified = str(getattr(fn, "__qualname__", type(fn).__qualname__))
+        renamed = str(getattr(fn, "__name__", qualified))  # streamfeed's transforms name their column
+        last = qualified.rsplit(".", 1)[-1]
+        name = f"{getattr(fn, '__module__', None) or '?'}.{qualified if renamed == last else renamed}"
+    return name if version is None else f"{name}@{version}"
 
 
 def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
@@ -136,6 +163,10 @@ def _filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[
     return op
 
 
+def _identity_of(op: Op) -> str:
+    return str(getattr(op, "identity", getattr(op, "__name__", "op")))
+
+
 def _keeping_pad_mask(pack: Op) -> Op:
     """``pack`` for whole batches: the padding mask the batcher added passes through."""
 
@@ -177,6 +208,12 @@ class Dataset:
     _counts: dict = field(default_factory=dict, compare=False, repr=False)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # The source's identity (sizes, modification times) is taken now, at
+        # open: a file appended to later must not pass for what was opened.
+        # Sources keep it, so every derived Dataset costs nothing here.
+        self.source.fingerprint()
+
     # ----------------------------------------------------------------- building
     @property
     def on_error(self) -> OnError:
@@ -192,22 +229,29 @@ class Dataset:
         # ``_memo`` (layout, plans) depends on every setting, so it starts afresh.
         return dataclasses.replace(self, _memo={}, **changes)
 
-    def map(self, fn: Callable[[Chunk], Chunk], *, name: str | None = None) -> "Dataset":
+    def map(self, fn: Callable[[Chunk], Chunk], *, name: str | None = None, version: str | None = None) -> "Dataset":
         """Applies ``fn`` to columns: per fragment before ``batch``, per batch after.
 
         ``fn`` takes and returns a dict of NumPy arrays and must keep the row
         count. Before ``batch`` it runs in the read threads, in parallel.
+        ``name`` and ``version`` identify it in saved state: a state is
+        restored only into a pipeline with the same ops, so bump ``version``
+        when ``fn`` changes what it yields.
         """
         op = _row_preserving(fn, str(name or getattr(fn, "__name__", "map")))
+        op.identity = _op_identity(fn, name, version)  # type: ignore[attr-defined]
         if self.batch_size is None:
             return self._with(row_ops=self.row_ops + (op,))
         return self._with(batch_ops=self.batch_ops + (op,))
 
-    def filter(self, predicate: Callable[[Chunk], np.ndarray], *, name: str | None = None) -> "Dataset":
+    def filter(
+        self, predicate: Callable[[Chunk], np.ndarray], *, name: str | None = None, version: str | None = None
+    ) -> "Dataset":
         """Keeps the rows where ``predicate(columns)`` is True (before ``batch`` only).
 
         The epoch's row count is then unknown until counted: the first call
         that needs it (``len``, ``to_keras``) runs one counting pass.
+        ``name`` and ``version`` identify it in saved state, as for :meth:`map`.
         """
         if self.batch_size is not None:
             raise ArgumentError(
@@ -218,6 +262,7 @@ class Dataset:
                 )
             )
         op = _filtering(predicate, str(name or getattr(predicate, "__name__", "filter")))
+        op.identity = _op_identity(predicate, name, version)  # type: ignore[attr-defined]
         return self._with(row_ops=self.row_ops + (op,), filtered=True, _counts={})
 
     def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
@@ -313,8 +358,10 @@ class Dataset:
         threads = self.read_threads or min(4, os.cpu_count() or 1)
         logger.info("counting rows after filters: one pass over %d fragments", len(self.source.fragments))
 
+        decode_bytes = decode_bytes_limit(self.memory_limit)
+
         def count(fragment: Any, fits: bool) -> int:
-            chunk = read_fragment(fragment, self.row_ops, self.report) if fits else None
+            chunk = read_fragment(fragment, self.row_ops, self.report, decode_bytes=decode_bytes) if fits else None
             return 0 if chunk is None else chunk_len(chunk)
 
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
@@ -474,6 +521,10 @@ class Dataset:
                 "batch_size": self.batch_size,
                 "last_batch": self.last_batch,
                 "shard": [self.shard_index, self.shard_count],
+                "ops": {
+                    "per_fragment": [_identity_of(op) for op in self.row_ops],
+                    "per_batch": [_identity_of(op) for op in self.batch_ops],
+                },
                 **({"sampler": self.sampler.settings()} if self.sampler is not None else {}),
             }
         return self._memo["fingerprint"]

@@ -143,9 +143,11 @@ def read_csv(
             byte ranges of about this size, in parallel threads.
         count_cache: keep exact row counts in ``~/.cache/streamfeed/csv-counts/``
             (``$XDG_CACHE_HOME``), keyed by path, size and mtime.
-        on_error: ``"raise"`` (default) on the first ragged row, undecodable
-            or corrupt file; ``"skip"`` skips ragged rows (each reported
-            with its line) and unreadable files or ranges, recorded in
+        on_error: ``"raise"`` (default) on the first ragged row, line too
+            long to parse (8 MiB and more: pyarrow's two parse blocks),
+            undecodable or corrupt file; ``"skip"`` skips ragged rows and
+            over-long lines (each reported with its line, the rows around
+            them kept) and unreadable files or ranges, recorded in
             ``dataset.report`` (and as JSON lines in ``report_path``) with
             exact counts, within the error budget. The epoch length is then
             counted once, so that yielded + reported == total.
@@ -287,7 +289,10 @@ def read_images(
             zeros).
         labels: ``"inferred"`` from top-level folders, or ``None``.
         label_map: ``{class: label}`` or a JSON file written by
-            ``source.save_label_map``; default: sorted folder names.
+            ``source.save_label_map``; default: sorted folder names. Labels
+            are ints with ``0 <= label < 2**31``, one per class (gaps
+            allowed); any other value raises naming the class when the
+            dataset opens.
         decoder: ``"auto"`` (simplejpeg for JPEG if installed, else
             Pillow), ``"pillow"`` or ``"simplejpeg"``.
         fragment_size: files per fragment (the unit of parallel decoding,
@@ -298,7 +303,9 @@ def read_images(
             them later with :func:`streamfeed.transforms.decode_images`).
         max_image_bytes: the most one image may decode to (width x height x
             channels, from its header, checked before decoding); default a
-            quarter of the default memory limit (128 MiB). A larger image
+            quarter of the default memory limit (128 MiB). While streaming,
+            a quarter of ``with_options(memory_limit=...)`` bounds it too,
+            whichever is lower. A larger image
             (a decompression bomb) is a bad file: it raises naming the file
             and its declared size, or is skipped and reported.
         follow_links: ``"inside"`` (default) follows symbolic links only
@@ -351,10 +358,12 @@ def read_tfrecord(
             (a list of one value becomes a scalar).
         compression: ``None`` detects GZIP from a ``.gz`` extension;
             ``"GZIP"`` reads every file as GZIP.
-        decode_images: bytes features holding encoded images (PNG, JPEG, ...)
-            to decode into ``uint8`` arrays: a list of names (stored size,
-            RGB; all images must share a shape) or ``{name: (height, width,
-            channels)}`` to resize.
+        decode_images: bytes features holding encoded images (JPEG, MPO,
+            PNG, WebP, TIFF, BMP or GIF, sniffed from the bytes; any other
+            format is a bad record naming the format found) to decode into
+            ``uint8`` arrays: a list of names (stored size, RGB; all images
+            must share a shape) or ``{name: (height, width, channels)}`` to
+            resize.
         fragment_bytes: files are cut into record ranges of about this many
             (decompressed) bytes, the unit of parallel reading, shuffling
             and memory.

@@ -149,3 +149,42 @@ def test_inspect_reports_a_bomb_instead_of_decoding_it(tmp_path):
     quality = image_quality(sorted(str(p) for p in (root / "c").iterdir()), max_image_bytes=2**20)
     (bad,) = quality.images["undecodable"]
     assert bad["path"].endswith("big.png") and "1000x1000" in bad["error"] and quality.rows == 3
+
+
+def _big_real_png(side: int) -> bytes:
+    """A real, decodable RGB PNG of ``side`` x ``side``: one colour, so a few KB on disk."""
+    out = io.BytesIO()
+    Image.new("RGB", (side, side), (10, 20, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_the_memory_limit_bounds_what_one_image_may_decode_to(tmp_path):
+    """3000 x 3000 RGB decodes to 27 MB: fine by default, over a quarter of a 64 MiB limit."""
+    root = _folder(tmp_path, {"scan.png": _big_real_png(3_000)})
+    assert _rows(read_images(root, size=(8, 8))) == 4
+    small = read_images(root, size=(8, 8)).with_options(memory_limit=64 * 2**20)
+    with pytest.raises(sf.CorruptFileError) as excinfo:
+        _rows(small)
+    text = str(excinfo.value)
+    assert str(root / "c" / "scan.png") in text and "3000x3000" in text and "memory_limit" in text
+    skipping = read_images(root, size=(8, 8), on_error="skip").with_options(memory_limit=64 * 2**20)
+    assert _rows(skipping) == 3
+    assert [Path(entry.path).name for entry in skipping.report.entries] == ["scan.png"]
+
+
+def test_the_memory_limit_bounds_decode_images_and_tfrecord_decoding(tmp_path):
+    root = _folder(tmp_path, {"scan.png": _big_real_png(3_000)})
+    encoded = read_images(root, decode=False, fragment_size=1)
+    decoded = encoded.map(decode_images((8, 8))).with_options(memory_limit=64 * 2**20)
+    with pytest.raises(sf.CorruptFileError, match="memory_limit"):
+        sum(len(chunk["image"]) for chunk in decoded.iter_epoch(0))
+    per_batch = encoded.batch(2).map(decode_images((8, 8))).with_options(memory_limit=64 * 2**20)
+    with pytest.raises(sf.CorruptFileError, match="memory_limit"):
+        sum(len(chunk["image"]) for chunk in per_batch.iter_epoch(0))
+    records = {"image": np.array([_big_real_png(3_000)], dtype=object)}
+    (path,) = sf.write_tfrecord([records], tmp_path / "out" / "images.tfrecord")
+    for images in ({"image": (8, 8, 3)}, ["image"]):
+        ds = read_tfrecord(path, decode_images=images)
+        assert sum(len(chunk["image"]) for chunk in ds.iter_epoch(0)) == 1
+        with pytest.raises(sf.DataError, match="memory_limit"):
+            list(ds.with_options(memory_limit=64 * 2**20).iter_epoch(0))

@@ -74,3 +74,22 @@ def test_corrupt_object_is_named_or_skipped(s3):
     data = sf.read_parquet(f"{BUCKET}/broken/", filesystem=s3["filesystem"], on_error="skip")
     assert data.num_rows() == 300
     assert [entry.path for entry in data.report.entries] == [f"{BUCKET}/broken/bad.parquet"]
+
+
+@pytest.mark.parametrize("path", ["no-such-bucket/data/", "no-such-bucket/data/*.parquet", "no-such-bucket"])
+def test_a_missing_bucket_is_named_not_a_raw_storage_error(s3, path):
+    with pytest.raises(sf.NotFoundError) as excinfo:
+        sf.read_parquet(path, filesystem=s3["filesystem"])
+    assert "no-such-bucket" in str(excinfo.value) and "Fix:" in str(excinfo.value)
+
+
+def test_unreachable_storage_is_named_with_what_it_said():
+    # Nothing listens on port 9 of loopback: the connection is refused at once.
+    filesystem = pafs.S3FileSystem(
+        endpoint_override="127.0.0.1:9", scheme="http", access_key="k", secret_key="s", region="us-east-1",
+        connect_timeout=1, request_timeout=1, retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+    )  # fmt: skip
+    with pytest.raises(sf.StorageError) as excinfo:
+        sf.read_parquet("some-bucket/data/*.parquet", filesystem=filesystem)
+    assert "some-bucket/data" in str(excinfo.value) and "Found:" in str(excinfo.value)
+    assert isinstance(excinfo.value, OSError)

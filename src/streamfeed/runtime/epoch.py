@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar, cast
 import numpy as np
 
 from ..core import Chunk, Position, chunk_len, slice_chunk
+from ..memory import decoding_within
 from .batch import Batcher
 from .reader import OrderedReader, apply_ops
 from .shuffle import UnitBuffer, permuted_pieces, unit_permutation
@@ -52,6 +53,7 @@ def produce_epoch(
         report=spec.report,
         stop=stop,
         metrics=metrics,
+        decode_bytes=layout.decode_bytes,
     )
     batcher = Batcher(spec.batch_size, spec.last_batch) if spec.batch_size else None
     # Each batch's number in the epoch, for errors (a resumed state starts on a batch boundary).
@@ -175,4 +177,5 @@ def _apply(spec: EpochSpec, batch: Chunk, number: int) -> Chunk:
     """The per-batch ops on the epoch's batch ``number``, which a user function's error names."""
     if not spec.batch_ops:
         return batch
-    return apply_ops(batch, spec.batch_ops, f"batch {number} of epoch {spec.epoch} (both counted from 0)")
+    with decoding_within(spec.layout.decode_bytes):
+        return apply_ops(batch, spec.batch_ops, f"batch {number} of epoch {spec.epoch} (both counted from 0)")

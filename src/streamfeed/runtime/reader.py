@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, T
 
 from ..core import Chunk, Fragment, chunk_len
 from ..errors import BadInputReport, CorruptFileError, DataError
+from ..memory import decoding_within
 
 if TYPE_CHECKING:
     from .metrics import StageMetrics
@@ -29,6 +30,7 @@ def read_fragment(
     row_ops: Sequence[RowOp],
     report: BadInputReport,
     metrics: "StageMetrics | None" = None,
+    decode_bytes: int | None = None,
 ) -> Chunk | None:
     """Reads one fragment and applies the per-fragment ops.
 
@@ -41,11 +43,14 @@ def read_fragment(
     reaches here as a :class:`~streamfeed.errors.UserFunctionError`, which
     is not a data fault: it always propagates. With ``metrics``, the read
     (wall and CPU time, rows, bytes) is recorded; the ops are timed by
-    their wrappers (:meth:`StageMetrics.timed_op`).
+    their wrappers (:meth:`StageMetrics.timed_op`). ``decode_bytes`` bounds
+    what one item may decode to, in the read and the ops
+    (:func:`~streamfeed.memory.decoding_within`).
     """
     try:
-        chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
-        return apply_ops(chunk, row_ops, f"{fragment.path}, {fragment.location}")
+        with decoding_within(decode_bytes):
+            chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
+            return apply_ops(chunk, row_ops, f"{fragment.path}, {fragment.location}")
     except (CorruptFileError, DataError) as exc:
         report.reject(exc, path=fragment.path, location=fragment.location, rows=fragment.num_rows)
         return None
@@ -132,8 +137,10 @@ class OrderedReader:
         report: BadInputReport,
         stop: threading.Event,
         metrics: "StageMetrics | None" = None,
+        decode_bytes: int | None = None,
     ) -> None:
         self._fragments = fragments
+        self._decode_bytes = decode_bytes
         self._metrics = metrics
         self._order = list(order)
         self._row_ops = row_ops
@@ -150,7 +157,9 @@ class OrderedReader:
 
     def _submit(self, index: int) -> concurrent.futures.Future:
         fragment = self._fragments[index]
-        return self._pool.submit(read_fragment, fragment, self._row_ops, self._report, self._metrics)
+        return self._pool.submit(
+            read_fragment, fragment, self._row_ops, self._report, self._metrics, self._decode_bytes
+        )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

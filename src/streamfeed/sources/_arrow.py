@@ -41,6 +41,15 @@ class ColumnPolicy:
     list_lengths: Mapping[str, int] = field(default_factory=dict)
     pad_value: Any = 0
 
+    def identity(self) -> dict:
+        """The policy as JSON-able values, for a fingerprint: another policy yields other rows."""
+        fill = sorted((str(k), repr(v)) for k, v in self.fill.items()) if isinstance(self.fill, Mapping) else self.fill
+        return {
+            "nulls": self.nulls,
+            "fill": repr(fill),
+            "list_lengths": {str(k): int(v) for k, v in self.list_lengths.items()},
+        }
+
     def fill_for(self, column: str, where: str) -> Any:
         """The value for ``column``'s nulls; ``where`` (file, row) is named if there is none.
 

@@ -5,7 +5,11 @@ What a caller gets is always ``(height, width, channels)`` of ``uint8``
 
 * **Format from content.** Pillow sniffs the magic bytes; the file name's
   extension is never trusted (a PNG named ``.jpg`` decodes as PNG). Only
-  JPEG (and camera MPO JPEGs), PNG, WebP, TIFF, BMP and GIF are accepted.
+  JPEG (and camera MPO JPEGs), PNG, WebP, TIFF, BMP and GIF are accepted:
+  Pillow is asked to try those plugins only, so no other format's parser
+  ever runs. Anything else (PPM, ICO, TGA, JPEG 2000, ...) is an
+  undecodable image whose error names the format its first bytes show
+  (:func:`sniff_format`).
 * **EXIF orientation** is applied (``ImageOps.exif_transpose``), so a phone
   photo stored sideways comes out upright; the target size is understood in
   the upright frame.
@@ -58,7 +62,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ArgumentError, describe, require
-from ..memory import DEFAULT_MEMORY_LIMIT
+from ..memory import DECODE_SHARE, DEFAULT_MEMORY_LIMIT, decode_bound
 
 Resize = Literal["stretch", "crop", "pad"]
 Decoder = Literal["auto", "pillow", "simplejpeg"]
@@ -66,6 +70,8 @@ OutputDType = Literal["uint8", "float32"]
 
 # Pillow format names accepted (the JPEG plugin also opens camera MPO files, as format "MPO").
 FORMATS = ("JPEG", "PNG", "WEBP", "TIFF", "BMP", "GIF")
+# What an image folder lists: the usual suffixes of FORMATS only (a ``.dib`` is almost always a BMP file
+# with its header; a headerless DIB is refused by content like any other format outside the list).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".tif", ".tiff", ".bmp", ".dib", ".gif")
 
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
@@ -171,11 +177,61 @@ def open_header(data: bytes | Any):
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise _bomb(exc) from exc
     except Image.UnidentifiedImageError as exc:
-        raise ImageDecodeError(
-            f"not an image in a supported format ({', '.join(FORMATS)}); the content was not recognised"
-        ) from exc
+        raise ImageDecodeError(_unsupported(data)) from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
+
+
+def _unsupported(data: Any) -> str:
+    """Why no accepted plugin opened ``data``, naming the format its signature shows, if any."""
+    supported = ", ".join(FORMATS)
+    found = sniff_format(data)
+    if found is None:
+        return f"not an image in a supported format ({supported}); the content was not recognised"
+    if found in FORMATS:
+        return f"the content starts like a {found} image, but its header could not be read"
+    return f"an image in the {found} format (by its signature), which is not one of the supported {supported}"
+
+
+# Signatures for formats whose Pillow plugins have no magic-byte test of their own.
+_TGA_FOOTER = b"TRUEVISION-XFILE.\0"  # TGA 2.0 (what Pillow and most tools write)
+_IM_HEADER = b"Image type:"
+
+
+def sniff_format(data: Any) -> str | None:
+    """The Pillow format name whose signature ``data`` (bytes or a seekable binary file) starts with, or None.
+
+    Only for naming what a refused file is: it matches the first bytes
+    against each plugin's signature test (``accept``), as ``Image.open``
+    does before parsing, and never runs a plugin's parser, so formats
+    outside :data:`FORMATS` are identified without being opened. A weak
+    signature can misname a file (an uncompressed TGA 1.0 starts like a CUR),
+    hence "by its signature" in messages.
+    """
+    try:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            prefix, tail = bytes(data[:16]), bytes(data[-len(_TGA_FOOTER) :])
+        else:
+            data.seek(0)
+            prefix = data.read(16)
+            data.seek(0, io.SEEK_END)
+            data.seek(max(0, data.tell() - len(_TGA_FOOTER)))
+            tail = data.read(len(_TGA_FOOTER))
+    except (OSError, ValueError):
+        return None
+    if tail == _TGA_FOOTER:
+        return "TGA"
+    if prefix.startswith(_IM_HEADER):
+        return "IM"
+    Image = pillow()
+    for name in Image.ID:
+        accept = Image.OPEN[name][1]
+        try:
+            if accept is not None and accept(prefix):  # a str: recognised, a variant Pillow cannot read
+                return name
+        except Exception:  # a signature test on a too-short prefix: not that format
+            continue
+    return None
 
 
 def _bomb(exc: BaseException) -> ImageTooLargeError:
@@ -200,14 +256,21 @@ def check_size(image: Any, max_image_bytes: int, channels: int = 1) -> None:
     """Raises :class:`ImageTooLargeError` if the declared size is over the bound or Pillow's limit.
 
     Reads the header's size and mode only: nothing has been decoded yet.
+    Inside a pipeline the bound is also the memory limit's share for one
+    item (:func:`~streamfeed.memory.decode_bound`), whichever is lower.
     """
     size, bands = declared_bytes(image, channels)
     width, height = image.size
     declared = f"the header declares {width}x{height} pixels x {bands} channels = {size} bytes decoded"
-    if size > max_image_bytes:
+    share = decode_bound()
+    bound, name = (
+        (share, f"memory_limit / {DECODE_SHARE}")
+        if share is not None and share < max_image_bytes
+        else (max_image_bytes, "max_image_bytes")
+    )
+    if size > bound:
         raise ImageTooLargeError(
-            f"{declared} ({size / 2**20:,.1f} MiB), over the limit of {max_image_bytes} bytes "
-            f"({max_image_bytes / 2**20:,.1f} MiB, max_image_bytes)"
+            f"{declared} ({size / 2**20:,.1f} MiB), over the limit of {bound} bytes ({bound / 2**20:,.1f} MiB, {name})"
         )
     limit = pillow().MAX_IMAGE_PIXELS
     if limit is not None and width * height > limit:

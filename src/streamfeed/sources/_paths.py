@@ -24,7 +24,16 @@ from typing import Callable, Iterable, Sequence, Union
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import CorruptFileError, ManifestMismatchError, MissingDependencyError, NotFoundError, describe, require
+from ..errors import (
+    CorruptFileError,
+    ManifestMismatchError,
+    MissingDependencyError,
+    NotFoundError,
+    StorageError,
+    StreamfeedError,
+    describe,
+    require,
+)
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -72,6 +81,7 @@ def resolve_files(
     suffixes: tuple[str, ...],
     filesystem: pafs.FileSystem | None = None,
     keep: Callable[[str], bool] | None = None,
+    wanted: str | None = None,
 ) -> ResolvedFiles:
     """Expands paths, directories and globs into a sorted, de-duplicated file list.
 
@@ -80,6 +90,15 @@ def resolve_files(
     A directory (or a directory below it) holding a streamfeed manifest must
     match it (:func:`check_manifests`); files named explicitly or by a glob
     are taken as they are.
+
+    A directory in which no file is kept raises :class:`NotFoundError`, as a
+    glob matching nothing does: an empty folder, or one holding only hidden
+    files, a writer's crash leftovers (``.name.streamfeed-tmp-*``) or other
+    formats, is a wrong path far more often than a dataset meant to be
+    empty. The message names the directory, what was looked for (``wanted``
+    describes ``keep``'s rule; by default the ``suffixes``) and what was
+    there. A manifest listing no files counts as nothing (no streamfeed
+    writer publishes one: no rows is one empty shard, which reads as 0 rows).
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
@@ -94,40 +113,117 @@ def resolve_files(
     for item in items:
         item_fs, path = _filesystem_for(os.fspath(item), filesystem)
         fs = fs or item_fs
-        if _is_pattern(item_fs, path):
-            matches = _glob(item_fs, path)
-            if not matches:
-                raise NotFoundError(
-                    describe(
-                        "No file matches the pattern",
-                        where=path,
-                        fix="check the pattern: a glob that matches nothing would read no data",
-                    )
-                )
-            roots.append(path.split("*")[0].rsplit("/", 1)[0])
-        else:
-            info = item_fs.get_file_info(path)
-            if info.type == pafs.FileType.NotFound:
-                raise NotFoundError(describe("No such file or directory", where=path, fix="check the path"))
-            if info.type == pafs.FileType.Directory:
-                entries = item_fs.get_file_info(pafs.FileSelector(path, recursive=True))
-                matches = [
-                    entry.path
-                    for entry in entries
-                    if entry.type == pafs.FileType.File
-                    and not any(_is_hidden(part) for part in entry.path[len(path) :].split("/") if part)
-                    and (not suffixes or entry.path.lower().endswith(suffixes) or "." not in entry.base_name)
-                    and (keep is None or keep(entry.base_name))
-                ]
-                check_manifests(item_fs, path, entries, matches)
-                roots.append(path)
-            else:
-                matches = [path]
-                roots.append(path.rsplit("/", 1)[0])
+        try:
+            matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
+        except StreamfeedError:
+            raise
+        except OSError as exc:  # the storage's own: a missing bucket, refused credentials, no route
+            raise _unlistable(path, exc) from exc
         found.extend(matches)
+        roots.append(item_root)
     files = tuple(sorted(set(found)))
     root = os.path.commonpath(roots) if len(roots) > 1 else roots[0]
     return ResolvedFiles(filesystem=fs, files=files, root=root)
+
+
+def _looked_for(suffixes: tuple[str, ...], keep: Callable[[str], bool] | None) -> str:
+    """What a directory listing keeps, in words: ``.csv, .tsv (each optionally .gz, .bz2)``."""
+    if not suffixes:
+        return "files whose names this reader recognises" if keep else "any file"
+    plain = [suffix for suffix in suffixes if suffix.count(".") == 1]
+    packed = dict.fromkeys(  # ".csv.gz" -> ".gz": compression suffixes, in order
+        suffix[len(base) :] for suffix in suffixes for base in plain if suffix.startswith(base) and suffix != base
+    )
+    text = ", ".join(plain) + (f" (each optionally {', '.join(packed)})" if packed else "")
+    return f"files ending in {text}, or with no suffix"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _nothing_to_read(directory: str, entries: Sequence[pafs.FileInfo], looked_for: str) -> NotFoundError:
+    """The error for a directory holding no file to read, counting what it holds instead."""
+    hidden: list[str] = []
+    other: list[str] = []
+    for entry in entries:
+        if entry.type == pafs.FileType.File:
+            relative = entry.path[len(directory) :].lstrip("/")
+            (hidden if any(_is_hidden(part) for part in relative.split("/")) else other).append(relative)
+
+    def counted(names: list[str], kind: str) -> str:
+        shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+        return f"{_plural(len(names), kind)} ({shown})"
+
+    found = [counted(names, kind) for names, kind in ((hidden, "hidden or temporary file"), (other, "other file"))]
+    return NotFoundError(
+        describe(
+            "No file to read in the directory",
+            where=directory,
+            expected=f"{looked_for}, not hidden (no file or folder name starting with . or _)",
+            found=" and ".join(text for text, names in zip(found, (hidden, other)) if names) or "no file at all",
+            fix=(
+                "check the path (a directory with nothing to read would read no data); "
+                "files named explicitly or by a glob are read whatever their names"
+            ),
+        )
+    )
+
+
+def _resolve_item(
+    fs: pafs.FileSystem,
+    path: str,
+    suffixes: tuple[str, ...],
+    keep: Callable[[str], bool] | None,
+    wanted: str | None,
+) -> tuple[list[str], str]:
+    """The files one path, directory or glob names, and the root they hang from."""
+    if _is_pattern(fs, path):
+        matches = _glob(fs, path)
+        if not matches:
+            raise NotFoundError(
+                describe(
+                    "No file matches the pattern",
+                    where=path,
+                    fix="check the pattern: a glob that matches nothing would read no data",
+                )
+            )
+        return matches, path.split("*")[0].rsplit("/", 1)[0]
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise NotFoundError(describe("No such file or directory", where=path, fix="check the path"))
+    if info.type != pafs.FileType.Directory:
+        return [path], path.rsplit("/", 1)[0]
+    entries = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    matches = [
+        entry.path
+        for entry in entries
+        if entry.type == pafs.FileType.File
+        and not any(_is_hidden(part) for part in entry.path[len(path) :].split("/") if part)
+        and (not suffixes or entry.path.lower().endswith(suffixes) or "." not in entry.base_name)
+        and (keep is None or keep(entry.base_name))
+    ]
+    check_manifests(fs, path, entries, matches)
+    if not matches:
+        raise _nothing_to_read(path, entries, wanted or _looked_for(suffixes, keep))
+    return matches, path
+
+
+def _unlistable(path: str, exc: OSError) -> StreamfeedError:
+    """The error for a path the storage would not list: not found when it says so, else a storage error."""
+    said = " ".join(str(exc).split())[:500]
+    if isinstance(exc, FileNotFoundError) or "NO_SUCH_BUCKET" in said or "NoSuchBucket" in said:
+        return NotFoundError(
+            describe("The bucket or path does not exist", where=path, found=said, fix="check the bucket and the path")
+        )
+    return StorageError(
+        describe(
+            "The storage would not list the data",
+            where=path,
+            found=f"{type(exc).__name__}: {said}",
+            fix="check the endpoint, the credentials and the network",
+        )
+    )
 
 
 def _is_pattern(fs: pafs.FileSystem, path: str) -> bool:
@@ -145,11 +241,26 @@ def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
     return [e.path for e in entries if e.type == pafs.FileType.File and fnmatch.fnmatch(e.path, pattern)]
 
 
-def file_digest(files: Iterable[tuple[str, int]], extra: Iterable[str] = ()) -> str:
-    """A short hash of ``(path, size)`` pairs and ``extra`` lines: a source's identity in saved state."""
+def file_stats(paths: Sequence[str], filesystem: pafs.FileSystem | None = None) -> list[tuple[str, int, int]]:
+    """``(path, size, modification time in ns)`` of each file (local by default), in one listing call.
+
+    A missing time (some object stores) is ``-1``: the digest then rests on
+    sizes alone for that file.
+    """
+    infos = (filesystem or pafs.LocalFileSystem()).get_file_info(list(paths))
+    return [(info.path, int(info.size or 0), -1 if info.mtime_ns is None else int(info.mtime_ns)) for info in infos]
+
+
+def file_digest(files: Iterable[tuple[str, int, int]], extra: Iterable[str] = ()) -> str:
+    """A short hash of ``(path, size, mtime_ns)`` triples and ``extra`` lines: a source's identity in saved state.
+
+    Size and modification time together catch a same-size rewrite (an
+    ``.npy`` of other values, plain-encoded Parquet) without reading the
+    data; a filesystem whose clock ticks coarser than the rewrite cannot.
+    """
     digest = hashlib.sha1()
-    for path, size in files:
-        digest.update(f"{path}\0{size}\n".encode())
+    for path, size, mtime_ns in files:
+        digest.update(f"{path}\0{size}\0{mtime_ns}\n".encode())
     for line in extra:
         digest.update(f"{line}\n".encode())
     return digest.hexdigest()[:16]

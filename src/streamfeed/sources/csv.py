@@ -90,7 +90,7 @@ from ._csv_options import (
     sniff_delimiter,
 )  # fmt: skip
 from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
-from ._paths import PathLike, file_digest, resolve_files
+from ._paths import PathLike, file_digest, file_stats, resolve_files
 
 # the public names this module has always offered, now partly defined beside it
 __all__ = [
@@ -226,6 +226,7 @@ class CsvSource:
         self.report.total_files = len(self.files)
         self.report.check_budget()
         self.row_bytes = float(sum(_value_bytes(kind) for kind in self.schema.types) or 8)
+        self._policy = policy
         self._fingerprint: dict | None = None
         # Dropped null rows and skipped ragged lines are known only by parsing: count them once.
         self.exact_counts = self.report.on_error == "raise" and policy.nulls != "drop"
@@ -453,13 +454,13 @@ class CsvSource:
         return list(self._columns)
 
     def fingerprint(self) -> dict:
-        """Files (paths and sizes, as opened), columns and delimiter; computed once."""
+        """Files (paths, sizes, times), columns, delimiter and null policy; taken once, at open."""
         if self._fingerprint is None:
-            infos = self.filesystem.get_file_info(list(self.files))
             self._fingerprint = {
                 "format": "csv",
                 "files": len(self.files),
-                "digest": file_digest((info.path, info.size) for info in infos),
+                "digest": file_digest(file_stats(self.files, self.filesystem)),
+                "policy": self._policy.identity(),
                 "columns": list(self._columns),
                 "delimiter": self.delimiter,
                 "decimal": self.decimal,

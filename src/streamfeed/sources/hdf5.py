@@ -67,7 +67,7 @@ from ..errors import (
     describe,
     require,
 )
-from ._paths import PathLike, file_digest, resolve_files
+from ._paths import PathLike, file_digest, file_stats, resolve_files
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 """Default fragment size: a few MiB keeps per-fragment overhead negligible
@@ -596,7 +596,6 @@ class HDF5Source:
         self._allow_external = bool(allow_external)
         self.files: list[str] = []
         self.fragments: list[HDF5Fragment] = []
-        sizes = []
         for path in resolved.files:
             try:
                 with h5py.File(path, "r") as handle:
@@ -617,9 +616,7 @@ class HDF5Source:
                 self.report.reject(unreadable, path=path, cause=exc)
                 continue
             self.files.append(path)
-            sizes.append(os.path.getsize(path))
             self._split(path, rows, chunks, found)
-        self._sizes = sizes
         self.report.total_rows = sum(f.num_rows for f in self.fragments)
         self.report.total_files = len(resolved.files)
         self.report.check_budget()
@@ -761,13 +758,13 @@ class HDF5Source:
         return float(max(8, *(sum(c.decoded_row_bytes for c in layout) for layout in layouts)))
 
     def fingerprint(self) -> dict:
-        """Files (paths and sizes), columns and fragment boundaries; computed once."""
+        """Files (paths, sizes, times), columns and fragment boundaries; taken once, at open."""
         if self._fingerprint is None:
             boundaries = (f"{fragment.start}:{fragment.stop}" for fragment in self.fragments)
             self._fingerprint = {
                 "format": "hdf5",
                 "files": len(self.files),
-                "digest": file_digest(zip(self.files, self._sizes), boundaries),
+                "digest": file_digest(file_stats(self.files), boundaries),
                 "columns": {c.name: c.label for c in self._columns or ()},
             }
         return self._fingerprint

@@ -14,13 +14,19 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
   ``source.class_counts`` are known when the source opens, before training;
   ``source.save_label_map(path)`` writes the map as JSON, and passing that
   file as ``label_map=`` reuses it (for a validation set whose folders may
-  be a subset). ``labels=None`` reads every image below ``root`` without a
-  label column.
-* **Files.** Extensions are matched case-insensitively (``.jpg .jpeg .png
-  .webp .tif .tiff .bmp .gif`` ...) but the format is sniffed from the
-  content. Hidden entries (names starting with ``.``) and files with other
-  extensions are ignored and counted in ``source.ignored`` — they are not
-  errors. Only local directories are supported.
+  be a subset). A given map is checked when the source opens: every label
+  an ``int`` with ``0 <= label < 2**31`` (a sparse class index; gaps are
+  allowed, bools, floats and strings are not), no two alike.
+  ``labels=None`` reads every image below ``root`` without a label column.
+* **Files.** Only the suffixes of the supported formats are listed,
+  case-insensitively: ``.jpg .jpeg .jpe .jfif`` (JPEG, MPO), ``.png``,
+  ``.webp``, ``.tif .tiff``, ``.bmp .dib``, ``.gif``. The format is then
+  sniffed from the content: a file in another format under such a name (a
+  PPM saved as ``.png``) is a bad file naming the format found. Hidden
+  entries (names starting with ``.``) and files with other extensions
+  (``.ppm``, ``.ico``, ``.tga``, ...) are ignored and counted in
+  ``source.ignored`` — they are not errors. Only local directories are
+  supported.
 * **Links.** Every file and folder is resolved to its real path (with
   :func:`os.scandir`; only links cost a ``realpath``). A folder or file
   reachable under two classes (``cat/dogalias -> ../dog``) is a
@@ -82,7 +88,7 @@ from ._decode import (
     open_header,
     resolve_decoder,
 )
-from ._paths import file_digest
+from ._paths import file_digest, file_stats
 
 Labels = Literal["inferred"]
 _FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"
@@ -205,6 +211,53 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
     return listing
 
 
+def _no_images(root: str, listing: _Listing, labels: Labels | None) -> NotFoundError:
+    """The error for a root where no image file is listed: an empty dataset is a wrong path, not one to train on.
+
+    Counts what the root holds instead (empty class folders, hidden entries
+    such as crash leftovers, other suffixes, images outside class folders).
+    """
+
+    def count(number: int, one: str, many: str) -> str:
+        return f"{number} {one if number == 1 else many}"
+
+    ignored, links = listing.ignored, listing.links
+    outside = ignored["outside_class_folders"]
+    parts = [
+        count(len(listing.folders), "class folder", "class folders" if labels == "inferred" else "folders")
+        + " without images",
+        count(len(ignored["hidden"]), "hidden entry", "hidden entries"),
+        count(len(ignored["not_image"]), "file with another suffix", "files with another suffix"),
+        count(len(outside), "image outside class folders", "images outside class folders"),
+        count(len(ignored["repeated_directory"]), "folder reached again", "folders reached again"),
+        count(len(links["outside_root"]), "link out of the root", "links out of the root")
+        + " (not followed; follow_links='all' follows them)",
+    ]
+    amounts = [
+        len(listing.folders),
+        len(ignored["hidden"]),
+        len(ignored["not_image"]),
+        len(outside),
+        len(ignored["repeated_directory"]),
+        len(links["outside_root"]),
+    ]
+    found = ", ".join(part for part, amount in zip(parts, amounts) if amount)
+    suffixes = " ".join(IMAGE_SUFFIXES)
+    return NotFoundError(
+        describe(
+            "No image to read in the folder",
+            where=root,
+            expected=f"image files ({suffixes}) in one sub-folder per class"
+            if labels == "inferred"
+            else f"image files ({suffixes}) anywhere below it",
+            found=found or "no image file and no folder",
+            fix="move the images into one sub-folder per class, or pass labels=None to read them without labels"
+            if outside
+            else "check the path",
+        )
+    )
+
+
 def _linked_files(
     linked: list[tuple[tuple[str, ...], str, str, int]],
     places: dict[str, _Place],
@@ -257,22 +310,88 @@ def _size(entry: os.DirEntry) -> int:
         return -1  # a broken link: reported as unreadable when probed or read
 
 
+# A label is a sparse class index: Keras matches it against the model's output units, and JAX (without
+# x64, its default) and several Keras ops hold labels as int32, so 2**31 or more would wrap around silently.
+# Gaps are allowed (a validation folder holding some of a larger model's classes); the column is int64.
+LABEL_LIMIT = 2**31
+_LABEL_EXPECTED = f"an int with 0 <= label < 2**31 = {LABEL_LIMIT} (a sparse class index; not a bool, float or str)"
+
+
+def _is_label(value: Any) -> bool:
+    """An int (Python or NumPy, not a bool) in ``0 .. LABEL_LIMIT - 1``: floats are refused even when integral."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(0 <= value < LABEL_LIMIT)
+
+
 def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[str, int]:
+    """``{class: label}`` from a dict or a JSON file, checked at open: valid, distinct labels.
+
+    Every label must pass :func:`_is_label`; anything else (``-1``, ``3.0``,
+    ``True``, ``2**70``) is a :class:`SchemaError` naming the class and the
+    value, rather than a label truncated, wrapped or an ``OverflowError``
+    when the label column is built.
+    """
+    where = "label_map"
     if isinstance(label_map, (str, os.PathLike)):
-        with open(label_map, encoding="utf-8") as handle:
-            given: Mapping[str, int] = json.load(handle)
+        where = os.fspath(label_map)
+        given = _read_label_file(where)
     else:
         given = label_map
-    mapping = {str(name): int(index) for name, index in dict(given).items()}
+    if not isinstance(given, Mapping):
+        raise SchemaError(
+            describe(
+                "The label map is not a mapping of class names to labels",
+                where=where,
+                expected='{"class name": label, ...} (a JSON object, as source.save_label_map writes)',
+                found=f"a {type(given).__name__}",
+            )
+        )
+    mapping: dict[str, int] = {}
+    for name, index in given.items():
+        if not _is_label(index):
+            raise SchemaError(
+                describe(
+                    f"The label map gives class {str(name)!r} a label that is not a class index",
+                    where=where,
+                    expected=_LABEL_EXPECTED,
+                    found=f"{index!r} ({type(index).__name__})",
+                    fix="give every class its own integer label, counting from 0",
+                )
+            )
+        mapping[str(name)] = int(index)
     if len(set(mapping.values())) != len(mapping):
         raise SchemaError(
             describe(
                 "The label map gives two classes the same label",
+                where=where,
                 found=str(mapping),
                 fix="give every class its own integer",
             )
         )
     return mapping
+
+
+def _read_label_file(path: str) -> Any:
+    """The JSON in a label-map file; a missing, unreadable or non-JSON file raises naming it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError as exc:
+        raise NotFoundError(
+            describe("No such label map file", where=path, fix="check the path, or pass the map as a dict")
+        ) from exc
+    except OSError as exc:
+        raise CorruptFileError(
+            describe("The label map file cannot be read", where=path, found=f"{type(exc).__name__}: {exc}")
+        ) from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise SchemaError(
+            describe(
+                "The label map file is not JSON",
+                where=path,
+                expected='{"class name": label, ...}, as source.save_label_map writes',
+                found=f"{type(exc).__name__}: {exc}",
+            )
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -359,10 +478,10 @@ def too_large(where: str, exc: ImageTooLargeError) -> CorruptFileError:
         describe(
             "An image declares a size larger than may be decoded (a decompression bomb, or too large)",
             where=where,
-            expected="at most max_image_bytes decoded (width x height x channels), within Pillow's limit",
+            expected="at most max_image_bytes (and a quarter of memory_limit) decoded, within Pillow's limit",
             found=str(exc),
             fix=(
-                "raise max_image_bytes (and PIL.Image.MAX_IMAGE_PIXELS) if the image is genuine, "
+                "raise the bound it names (and PIL.Image.MAX_IMAGE_PIXELS) if the image is genuine, "
                 "remove the file, or pass on_error='skip' to leave it out and report it"
             ),
         )
@@ -406,6 +525,8 @@ class ImageSource:
         self.report = report or BadInputReport()
         self._bad: dict[str, CorruptFileError] = {}
         listing = list_images(self.root, labels, follow_links)
+        if not listing.files:
+            raise _no_images(self.root, listing, labels)
         self.ignored = listing.ignored
         self.links = listing.links
         self.label_map = self._label_map(self.root, listing, labels, label_map)
@@ -425,7 +546,6 @@ class ImageSource:
                 self._bad[files[index]] = error
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
         self.files = tuple(files)
-        self._sizes = tuple(sizes)
         label_array = (
             np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
         )
@@ -503,7 +623,7 @@ class ImageSource:
                 "format": "images",
                 "files": len(self.files),
                 "digest": file_digest(
-                    (os.path.relpath(path, self.root), size) for path, size in zip(self.files, self._sizes)
+                    (os.path.relpath(path, self.root), size, mtime) for path, size, mtime in file_stats(self.files)
                 ),
                 "columns": self.column_names,
                 "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize]

@@ -55,7 +55,7 @@ from ..errors import (
     SkippedUnit,
     describe,
 )
-from ._paths import file_digest
+from ._paths import file_digest, file_stats
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20
@@ -543,9 +543,7 @@ class NumpySource:
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            digest = file_digest(
-                ((path, os.path.getsize(path)) for path in self.files), (fragment.key for fragment in self.fragments)
-            )
+            digest = file_digest(file_stats(self.files), (fragment.key for fragment in self.fragments))
             self._fingerprint = {
                 "format": "numpy",
                 "files": len(self.files),

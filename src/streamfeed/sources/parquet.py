@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ._arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
-from ._paths import PathLike, file_digest, resolve_files
+from ._paths import PathLike, file_digest, file_stats, resolve_files
 from ._schema import unify
 
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
@@ -142,6 +142,21 @@ def _partition_type(values: Sequence[str | None]) -> pa.DataType:
 _TEXT_OBJECT_BYTES = 57.0  # a decoded str/bytes value: 8-byte pointer + 49-byte object header
 
 
+def _is_fixed_width(kind: pa.DataType) -> bool:
+    """Whether a column decodes to NumPy at its Arrow width: numbers, booleans, dates and times."""
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_temporal(kind)
+    )
+
+
+def _fixed_bytes(kind: pa.DataType) -> int:
+    """NumPy bytes of one value: a bool takes a byte, a date or time a datetime64 (8 bytes)."""
+    return 8 if pa.types.is_temporal(kind) else max(1, kind.bit_width // 8)
+
+
 def _is_text(kind: pa.DataType) -> bool:
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
@@ -244,6 +259,7 @@ class ParquetSource:
         self.report.total_files = len(resolved.files)
         self.report.check_budget()  # files skipped while opening, now that totals are known
         self.row_bytes = self._row_bytes(good)
+        self._policy = policy
         self._fingerprint: dict | None = None
         self.exact_counts = policy.nulls != "drop"  # dropped null rows are known only by reading
 
@@ -303,14 +319,19 @@ class ParquetSource:
         overrun the memory limit. A string or binary value also costs a
         Python object once decoded to NumPy (measured ~57 bytes: an 8-byte
         pointer and a 49-byte ``str`` header), which the footer's byte counts
-        do not include.
+        do not include. A fixed-width column (numbers, booleans, times)
+        decodes to exactly its width, which the footer overstates: its
+        uncompressed size counts the pages' encoding (a float32 column
+        written with pyarrow's default dictionary attempt: 6 bytes a value).
         """
-        wanted = set(self._columns)
-        strings = sum(1 for name in self._columns if _is_text(self.schema.field(name).type))
-        widest = 8.0
-        for _, fragment in good:
+        kinds = {name: self.schema.field(name).type for name in self._columns}
+        fixed = sum(_fixed_bytes(kind) for kind in kinds.values() if _is_fixed_width(kind))
+        wanted = {name for name, kind in kinds.items() if not _is_fixed_width(kind)}
+        strings = sum(1 for kind in kinds.values() if _is_text(kind))
+        widest = 0.0
+        for _, fragment in good if wanted else ():
             metadata = fragment.metadata
-            absent = sum(1 for name in self._columns if name not in metadata.schema.names)  # filled with nulls
+            absent = sum(1 for name in wanted if name not in metadata.schema.names)  # filled with nulls
             for group in range(metadata.num_row_groups):
                 rg = metadata.row_group(group)
                 total = sum(
@@ -319,24 +340,24 @@ class ParquetSource:
                     if rg.column(i).path_in_schema.split(".")[0] in wanted
                 )
                 widest = max(widest, total / max(rg.num_rows, 1) + 8.0 * absent)
-        return widest + _TEXT_OBJECT_BYTES * strings
+        return max(8.0, fixed + widest + _TEXT_OBJECT_BYTES * strings)
 
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
 
     def fingerprint(self) -> dict:
-        """Files (paths and sizes, as opened), columns and filter; computed once."""
+        """Files (paths, sizes, times), columns, filter and null policy; taken once, at open."""
         if self._fingerprint is None:
             self._fingerprint = self._compute_fingerprint()
         return self._fingerprint
 
     def _compute_fingerprint(self) -> dict:
-        infos = self.filesystem.get_file_info(list(self.files))
         return {
             "format": "parquet",
             "files": len(self.files),
-            "digest": file_digest((info.path, info.size) for info in infos),
+            "digest": file_digest(file_stats(self.files, self.filesystem)),
+            "policy": self._policy.identity(),
             "columns": list(self._columns),
             "filter": None if self._filter is None else str(self._filter),
         }

@@ -61,7 +61,7 @@ from ..errors import (
 )
 from . import _inflate
 from . import _tfrecord_format as fmt
-from ._paths import PathLike, file_digest, resolve_files
+from ._paths import PathLike, file_digest, file_stats, resolve_files
 
 Compression = Literal["GZIP"] | None
 DEFAULT_FRAGMENT_BYTES = 16 << 20
@@ -426,7 +426,11 @@ class TFRecordSource:
         self.report = report or BadInputReport()
         # a directory contributes only TFRecord-named files; explicit files and globs all count
         resolved = resolve_files(
-            paths, suffixes=(), filesystem=filesystem, keep=lambda name: bool(_TFRECORD_NAME.search(name))
+            paths,
+            suffixes=(),
+            filesystem=filesystem,
+            keep=lambda name: bool(_TFRECORD_NAME.search(name)),
+            wanted="*.tfrecord, *.tfrecords, *.tfrec or *-NNNNN-of-NNNNN names, optionally .gz, .gzip or .zlib",
         )
         self.filesystem, files = resolved.filesystem, list(resolved.files)
         gzip = {path: _is_gzip(path, compression) for path in files}
@@ -613,7 +617,7 @@ class TFRecordSource:
             self._fingerprint = {
                 "format": "tfrecord",
                 "files": len(self.indexes),
-                "digest": file_digest((index.path, index.size) for index in self.indexes),
+                "digest": file_digest(file_stats([index.path for index in self.indexes], self.filesystem)),
                 "columns": self.column_names,
                 "features": {spec.name: [spec.kind, list(spec.shape)] for spec in self.specs},
                 "fragments": len(self.fragments),

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..core import chunk_len
 from ..errors import ArgumentError, UnknownNameError, describe
+from ..memory import decode_bytes_limit
 from ..runtime.reader import in_order, read_fragment
 from .accumulate import DISTINCT_MODES, QUANTILE_METHODS, ColumnAccumulator, column_kind, dtype_name
 from .io import source_record
@@ -181,7 +182,9 @@ def compute_stats(
 
     def work(item: tuple[int, Any]) -> _FragmentSummary:
         index, fragment = item
-        chunk = read_fragment(fragment, dataset.row_ops, dataset.report)
+        chunk = read_fragment(
+            fragment, dataset.row_ops, dataset.report, decode_bytes=decode_bytes_limit(dataset.memory_limit)
+        )
         return _summarise(chunk, names, options, PositionSampler(index, options["quantile_sample"], state["threshold"]))
 
     total = _FragmentSummary()

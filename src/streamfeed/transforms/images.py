@@ -3,7 +3,10 @@
 For images stored as bytes (``streamfeed convert`` of an image folder, or a
 TFRecord ``bytes`` feature): ``dataset.map(decode_images(size=(224, 224)))``
 before ``batch`` decodes in the read threads with the same decoder, rules,
-dtype and decompression-bomb bound as :func:`streamfeed.read_images`.
+dtype and decompression-bomb bound as :func:`streamfeed.read_images`, and
+the same formats: JPEG (and MPO), PNG, WebP, TIFF, BMP and GIF, sniffed
+from the bytes. Bytes in any other format (PPM, ICO, TGA, ...) do not
+decode: the error names the row and the format found.
 """
 
 from __future__ import annotations
