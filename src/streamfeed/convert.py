@@ -12,12 +12,25 @@ written last, and one rename of the directory puts it in place. A killed
 conversion leaves no destination, or the previous one; a non-empty
 destination is refused unless ``overwrite=True`` and it holds a previous
 output, which is then replaced as atomically.
+
+Converted data keeps its meaning. An image folder (``read_images``,
+``decode=False`` as ``streamfeed convert`` reads it) is written with its
+``path`` column relative to the folder (``cat/more/a.jpg``, ``/``-separated)
+and, in every shard's schema metadata (key ``streamfeed``, JSON, see
+``sources/parquet.converted_metadata``), its label map, class names and
+``{"format": "images", "root": "<the folder's name>"}`` — never an absolute
+path, which would name the machine's layout and mean nothing elsewhere.
+``read_parquet`` gives them back as ``source.label_map``, ``class_names``
+and ``converted_from``; converting such Parquet again carries them on. The
+written labels are checked against the map (a ``map`` that changed them is
+refused rather than written under a map that no longer describes them).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,9 +43,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .core import Chunk, chunk_len, slice_chunk
+from .errors import SchemaError, describe
 from .inspect.progress import progress as progress_bar
 from .sources._arrow import ROW_SHAPE_METADATA
 from .sources._paths import MANIFEST_NAME
+from .sources.images import ImageSource
+from .sources.parquet import METADATA_VERSION, STREAMFEED_METADATA
 from .writers.publish import Publication
 
 if TYPE_CHECKING:
@@ -82,6 +98,84 @@ class ConvertSummary:
         return asdict(self)
 
 
+LABEL_COLUMN = "label"
+PATH_COLUMN = "path"
+
+
+class Meaning:
+    """What a dataset's columns mean, carried into the Parquet it is converted to.
+
+    ``label_map`` (``{}``: none), ``origin`` (``{"format", "root"}`` or
+    None) and ``root``, the absolute folder the ``path`` column is made
+    relative to (None: paths are written as they are).
+    """
+
+    def __init__(self, source: object) -> None:
+        self.label_map: dict[str, int] = dict(getattr(source, "label_map", None) or {})
+        self.origin: dict | None = getattr(source, "converted_from", None)
+        self.root: str | None = None
+        if isinstance(source, ImageSource):
+            self.root = source.root
+            self.origin = {"format": "images", "root": os.path.basename(source.root.rstrip(os.sep)) or source.root}
+        self._allowed = np.array(sorted(self.label_map.values()), dtype=np.int64)
+
+    def schema_metadata(self, columns: list[str]) -> dict[bytes, bytes]:
+        """The ``streamfeed`` schema metadata for shards of these columns (``{}``: nothing to record)."""
+        meta: dict = {}
+        if self.origin:
+            meta["source"] = self.origin
+        if self.label_map and LABEL_COLUMN in columns:
+            meta["label_column"] = LABEL_COLUMN
+            meta["label_map"] = self.label_map
+            meta["class_names"] = sorted(self.label_map, key=self.label_map.__getitem__)
+        if not meta:
+            return {}
+        return {STREAMFEED_METADATA: json.dumps({"version": METADATA_VERSION, **meta}, ensure_ascii=False).encode()}
+
+    def apply(self, chunk: Chunk, destination: str) -> Chunk:
+        """``chunk`` with paths relative to the root; its labels checked against the label map."""
+        if self.root is not None and PATH_COLUMN in chunk:
+            chunk = {**chunk, PATH_COLUMN: _relative(chunk[PATH_COLUMN], self.root)}
+        if self.label_map and LABEL_COLUMN in chunk:
+            self._check_labels(chunk[LABEL_COLUMN], destination)
+        return chunk
+
+    def _check_labels(self, labels: np.ndarray, destination: str) -> None:
+        if labels.ndim == 1 and labels.dtype.kind in "iu":
+            outside = np.unique(labels[~np.isin(labels, self._allowed)])
+            if not len(outside):
+                return
+            found = f"labels {outside[:10].tolist()}{' ...' if len(outside) > 10 else ''}"
+        else:
+            found = f"a label column of dtype {labels.dtype} and shape {list(labels.shape)}"
+        raise SchemaError(
+            describe(
+                "The labels to write are not those of the source's label map",
+                where=f"column {LABEL_COLUMN!r} written to {destination}",
+                expected=f"int labels among {self._allowed.tolist()[:20]} (the label map {self.label_map})"[:300],
+                found=found,
+                fix=(
+                    "convert the labels as the source gives them (a map op changed them), "
+                    "or read the source with a label_map=... that names every label"
+                ),
+            )
+        )
+
+
+def _relative(paths: np.ndarray, root: str) -> np.ndarray:
+    """Paths below ``root`` made relative to it, ``/``-separated; others left as they are."""
+    prefix = root.rstrip(os.sep) + os.sep
+    out = np.empty(len(paths), dtype=object)
+    for index, path in enumerate(paths):
+        text = str(path)
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            if os.sep != "/":
+                text = text.replace(os.sep, "/")
+        out[index] = text
+    return out
+
+
 def _rows(dataset: "Dataset") -> Iterator[Chunk]:
     with dataset.iter_epoch(0) as epoch:
         yield from epoch
@@ -104,9 +198,12 @@ def convert_to_parquet(
     each shard holds at most ``shard_rows`` rows. ``progress``: a bar with
     rows/s and ETA (None: on a terminal). The directory appears whole, with
     its manifest, or not at all; ``overwrite`` replaces a previous output
-    there (never a directory holding other files).
+    there (never a directory holding other files). An image folder's label
+    map and class names go into every shard's schema metadata and its paths
+    are stored relative to the folder (see the module's description).
     """
     target = Path(destination)
+    meaning = Meaning(dataset.source)
     summary = ConvertSummary(destination=str(target))
     started = time.perf_counter()
     row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // dataset.source.row_bytes)))
@@ -129,10 +226,12 @@ def convert_to_parquet(
                             publication.add(name, in_shard)
                             writer, in_shard = None, 0
                         take = min(shard_rows - in_shard, chunk_len(chunk) - start)
-                        table = chunk_to_table(slice_chunk(chunk, start, start + take))
+                        piece = meaning.apply(slice_chunk(chunk, start, start + take), str(target))
+                        table = chunk_to_table(piece)
                         if writer is None:
                             name = f"part-{len(publication.shards):05d}.parquet"
-                            writer = pq.ParquetWriter(publication.path(name), table.schema, compression=compression)
+                            schema = table.schema.with_metadata(meaning.schema_metadata(list(piece)) or None)
+                            writer = pq.ParquetWriter(publication.path(name), schema, compression=compression)
                         writer.write_table(table, row_group_size=row_group_rows)
                         in_shard += take
                         start += take

@@ -1,4 +1,8 @@
-"""Inspecting Parquet: footers only (rows, row groups, compression, null counts), plus a few sample rows."""
+"""Inspecting Parquet: footers only (rows, row groups, compression, null counts), plus a few sample rows.
+
+Files written by ``streamfeed convert`` also show what they mean: the class
+names, label map and origin (``converted_from``) in their schema metadata.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import SchemaError
 from ..memory import DEFAULT_MEMORY_LIMIT, plan_layout
 from ..sources._paths import resolve_files
-from ..sources.parquet import partition_values
+from ..sources.parquet import agreed_meaning, partition_values
 from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
 
@@ -25,13 +30,14 @@ def inspect_parquet(
     fs = resolved.filesystem
     sizes = [info.size or 0 for info in fs.get_file_info(files)]
     add_files(report, files, sizes)
-    metas, schemas, first = [], [], None
+    metas, schemas, recorded, first = [], [], [], None
     with progress(len(files), "reading footers", enabled=None if full else False) as advance:
         for file in files:
             handle = pq.ParquetFile(file, filesystem=fs)
             if first is None:  # kept for the sample rows: the footer is not read twice
                 first = handle
             metas.append(handle.metadata)
+            recorded.append((file, handle.schema_arrow))
             schemas.append(handle.schema_arrow.remove_metadata())
             advance()
     report.rows, report.rows_exact = sum(meta.num_rows for meta in metas), True
@@ -54,6 +60,7 @@ def inspect_parquet(
         for key, value in partition_values(file, resolved.root).items():
             partitions.setdefault(key, set()).add(value)
     report.details["partition_columns"] = {key: sorted(map(str, values))[:20] for key, values in partitions.items()}
+    _show_meaning(report, recorded)
 
     _check_drift(report, files, schemas)
     schema = _union(schemas)
@@ -76,6 +83,25 @@ def inspect_parquet(
         report.columns.append(Column(name=key, type="partition", samples=sorted(map(str, found))[:sample_rows]))
     if groups:
         _check_row_groups(report, groups, group_rows, group_bytes, memory_limit)
+
+
+def _show_meaning(report: InspectReport, recorded: list[tuple[str, pa.Schema]]) -> None:
+    """The class names, label map and origin ``streamfeed convert`` recorded; a warning if read_parquet refuses them."""
+    try:
+        label_map, origin = agreed_meaning(recorded)
+    except SchemaError as exc:
+        report.warn(
+            "label_map_mismatch",
+            "The files do not carry one valid label map (read_parquet refuses them)",
+            found=str(exc),
+            fix="read the files named there separately, or convert them again with one label map",
+        )
+        return
+    if label_map:
+        report.details["class_names"] = sorted(label_map, key=label_map.__getitem__)
+        report.details["label_map"] = label_map
+    if origin:
+        report.details["converted_from"] = origin
 
 
 def _spread(values: np.ndarray) -> dict:

@@ -7,12 +7,22 @@ files before training starts, and lets the schemas of all files be unified
 fragments; a large row group is read as one fragment (pyarrow cannot start
 decoding mid-group without decoding its prefix), so write files with row
 groups that fit the memory limit — ``streamfeed inspect`` warns otherwise.
+
+Files written by ``streamfeed convert`` carry what the data means in their
+schema metadata (key :data:`STREAMFEED_METADATA`, JSON; see
+:func:`converted_metadata`): for an image folder its label map and class
+names. The source gives them back as ``label_map``, ``class_names`` and
+``save_label_map`` — the names an image source has — and ``converted_from``.
+Files of one dataset must agree on the label map: files with different maps
+(or some with a map and some without) are refused, naming two of them.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import json
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -30,6 +40,9 @@ from ._schema import unify
 
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+STREAMFEED_METADATA = b"streamfeed"  # the schema metadata key of what ``streamfeed convert`` records
+METADATA_VERSION = 1
+_LABEL_LIMIT = 2**31  # as an image source's labels: sparse class indices that int32 holds
 # pre_buffer=False: pyarrow's pre-buffering made RSS grow with the file (measured)
 _SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=False)
 
@@ -168,6 +181,100 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
+def converted_metadata(schema: pa.Schema, where: str) -> dict:
+    """What ``streamfeed convert`` recorded in a file's schema metadata, checked; ``{}`` for other files.
+
+    The value of :data:`STREAMFEED_METADATA` is JSON::
+
+        {"version": 1, "source": {"format": "images", "root": "<the folder's name>"},
+         "label_column": "label", "label_map": {"class name": label, ...}, "class_names": [...]}
+
+    Every key but ``version`` is optional. A label map must be one
+    ``read_images`` accepts (``{str: int}``, ``0 <= label < 2**31``, no two
+    labels alike); anything else is a :class:`SchemaError` naming the file,
+    rather than labels whose meaning is guessed.
+    """
+    raw = (schema.metadata or {}).get(STREAMFEED_METADATA)
+    if raw is None:
+        return {}
+
+    def refuse(found: str) -> SchemaError:
+        return SchemaError(
+            describe(
+                "A file's streamfeed metadata (its label map) is not what streamfeed convert writes",
+                where=where,
+                expected=(
+                    f'JSON {{"version": {METADATA_VERSION}, "label_map": {{"class name": label, ...}}, ...}} '
+                    f"with int labels 0 <= label < 2**31 = {_LABEL_LIMIT}, no two alike"
+                ),
+                found=found,
+                fix=(
+                    "convert the data again (or with a newer streamfeed if it wrote a newer version), "
+                    f"or remove the {STREAMFEED_METADATA.decode()!r} schema metadata to read it without a label map"
+                ),
+            )
+        )
+
+    try:
+        meta = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise refuse(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise refuse(f"a JSON {type(meta).__name__}")
+    if meta.get("version") != METADATA_VERSION:
+        raise refuse(f"version {meta.get('version')!r}")
+    label_map = meta.get("label_map", {})
+    if not isinstance(label_map, dict):
+        raise refuse(f"a label map that is a JSON {type(label_map).__name__}")
+    for name, label in label_map.items():
+        if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < _LABEL_LIMIT:
+            raise refuse(f"class {name!r} has label {label!r}")
+    if len(set(label_map.values())) != len(label_map):
+        raise refuse(f"two classes share a label in {label_map}")
+    if not isinstance(meta.get("source", {}), dict):
+        raise refuse(f"a source that is a JSON {type(meta['source']).__name__}")
+    return meta
+
+
+def _shown(label_map: Mapping[str, int]) -> str:
+    if not label_map:
+        return "no label map"
+    text = json.dumps(label_map, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def agreed_meaning(file_schemas: Sequence[tuple[str, pa.Schema]]) -> tuple[dict[str, int], dict | None]:
+    """The label map all files carry, and the source they were converted from (None unless all agree).
+
+    Files with different label maps, or some with a map and some without,
+    are a :class:`SchemaError` naming two of them: a label would mean one
+    class in one file and another class (or nothing known) in the other.
+    """
+    first_path, first_map = "", {}
+    origins = []
+    for path, schema in file_schemas:
+        meta = converted_metadata(schema, path)
+        label_map = {str(name): int(label) for name, label in meta.get("label_map", {}).items()}
+        if not first_path:
+            first_path, first_map = path, label_map
+        elif label_map != first_map:
+            raise SchemaError(
+                describe(
+                    "Files of one dataset carry different label maps",
+                    where=f"{first_path} and {path}",
+                    expected="one label map in every file (a label means the same class in every file)",
+                    found=f"{_shown(first_map)} and {_shown(label_map)}",
+                    fix=(
+                        "read them as separate datasets, or convert them with one label map "
+                        "(read_images(label_map=...) before convert_to_parquet)"
+                    ),
+                )
+            )
+        origins.append(meta.get("source"))
+    origin = origins[0] if origins and all(item == origins[0] for item in origins) else None
+    return first_map, origin
+
+
 class ParquetSource:
     """Opens Parquet input: footers, unified schema, row-group fragments."""
 
@@ -228,6 +335,7 @@ class ParquetSource:
         self.files = tuple(path for path, _ in good)
 
         file_schemas = [(path, fragment.physical_schema) for path, fragment in good]
+        self.label_map, self.converted_from = agreed_meaning(file_schemas)
         data_schema, missing = unify(file_schemas)
         full_schema = pa.schema(list(data_schema) + [f for f in partition_schema if f.name not in data_schema.names])
         index_columns = self._index_columns(file_schemas)
@@ -345,6 +453,16 @@ class ParquetSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
+
+    @property
+    def class_names(self) -> list[str]:
+        """Class names in label order, from the files' label map (``[]`` without one)."""
+        return sorted(self.label_map, key=self.label_map.__getitem__)
+
+    def save_label_map(self, path: str | os.PathLike) -> None:
+        """Writes ``{"class name": label, ...}`` as JSON, as an image source does (reuse it with ``label_map=path``)."""
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(self.label_map, out, ensure_ascii=False, indent=1)
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns, filter and null policy; taken once, at open."""
