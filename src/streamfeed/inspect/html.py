@@ -1,144 +1,766 @@
-"""A small static HTML page of an inspect report, for people who would rather look than read.
+"""The inspect report as one static HTML page, for people who would rather look than read.
 
-Self-contained: tables plus histograms drawn as inline SVG bars, so it
-needs no plotting library and opens anywhere (attach it to a ticket).
+What it shows: a header of key figures and every warning; for tables, one
+card per column (a histogram for numbers and dates, the most frequent
+values for the rest, its nulls and NaN, and its median along the row order
+with Spearman's rho), the missing values of every column side by side, the
+label's distribution, each column's correlation with the row order, and
+the rows per row group (fragment); for image folders, the images per
+class with a few thumbnails of each, and with ``--quality`` the darkest,
+brightest and blurriest images, the duplicate groups, and the brightness
+and blur distributions; then the file and image sizes and every fact of
+the report in tables.
+
+Self-contained: charts are inline SVG and thumbnails inline base64 JPEG
+(:mod:`.figures` computes both from a bounded sample); no script, font,
+style sheet or image is fetched, so the page opens anywhere (attach it to
+a ticket). Every name from the data is escaped, control characters shown
+as ``\\xNN``.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
-import numpy as np
-
+from .figures import ColumnFigure, Figures, Thumb, compute_figures
 from .report import InspectReport
 
-_STYLE = (
-    "body{font-family:sans-serif;margin:2em;max-width:70em}"
-    "table{border-collapse:collapse;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left;vertical-align:top}"
-    ".warn{background:#fff4d6;padding:.4em;margin:.3em 0}"
-    "svg text{font-size:11px}"
-)
+BLUE, ORANGE, RED, PURPLE, NAVY, BAND, GREY = (
+    "#4a7ebb", "#e8a33d", "#d9534f", "#8e5cc4", "#1d4f91", "#c9dbf2", "#98a2b3",
+)  # fmt: skip
+ORDER_THRESHOLD = 0.3  # as the quality report flags a column (|rho| with the row number)
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
+
+_STYLE = """
+:root{--fg:#1d2330;--muted:#5d6778;--line:#e1e5ec;--bg:#f5f6f8}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);
+background:var(--bg);margin:0}
+main{max-width:1220px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:22px;margin:0;overflow-wrap:anywhere}
+h2{font-size:17px;margin:28px 0 10px;padding-bottom:4px;border-bottom:2px solid var(--line)}
+h3{font-size:14px;margin:0 0 2px;overflow-wrap:anywhere}
+.path{color:var(--muted);font-size:12px;overflow-wrap:anywhere}
+.tiles{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 4px}
+.tile{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:110px}
+.tile b{display:block;font-size:19px;line-height:1.2}
+.tile span{color:var(--muted);font-size:12px}
+.tile.bad b{color:#b54708}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(370px,1fr));gap:12px}
+.wide{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px}
+.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
+.meta{color:var(--muted);font-size:12px;margin:0 0 4px}
+.badge{display:inline-block;font-size:11px;font-weight:normal;color:#344054;background:#eef1f6;border-radius:4px;
+padding:0 6px;margin-left:6px;vertical-align:1px}
+.badge.label{background:#dcfae6;color:#085d3a}
+.note{color:var(--muted);font-size:12px;margin:4px 0}
+.warn{background:#fff6e0;border-left:4px solid #e8a33d;padding:5px 10px;margin:5px 0;border-radius:4px;
+overflow-wrap:anywhere}
+.warn code{font-weight:bold;margin-right:6px}
+.ok{color:#085d3a}
+.legend{font-size:12px;color:var(--muted)}
+.legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 4px 0 10px;vertical-align:-1px}
+.thumbs{display:flex;flex-wrap:wrap;gap:8px;margin-top:6px}
+figure{margin:0;width:100px;font-size:11px;color:var(--muted);text-align:center}
+figure img,figure .missing{display:block;width:100px;height:100px;object-fit:contain;background:#e4e7ec;
+border-radius:6px;border:1px solid var(--line)}
+figure .missing{display:flex;align-items:center;justify-content:center;color:#b42318;font-size:11px;padding:4px}
+figcaption{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+figure.flagged img,figure.flagged .missing{border:2px solid #d9534f}
+figure.flagged figcaption{color:#b42318;font-weight:600}
+.class-row{display:grid;grid-template-columns:150px 1fr;gap:10px;align-items:start;padding:8px 0;
+border-top:1px solid var(--line)}
+.class-row:first-of-type{border-top:0}
+.class-row h3{margin-top:6px}
+.dups{display:flex;flex-wrap:wrap;gap:14px}
+.dups .thumbs{background:#fbecec;border-radius:8px;padding:6px;margin:0}
+svg{display:block;max-width:100%;height:auto;overflow:visible}
+svg text{font-size:11px;fill:#344054;font-family:inherit}
+svg .axis{fill:var(--muted);font-size:10px}
+table{border-collapse:collapse;margin:8px 0;background:#fff;font-size:13px}
+td,th{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f0f2f5}
+details{margin:6px 0}
+summary{cursor:pointer;color:#344054;font-weight:600}
+"""
+
+
+# ------------------------------------------------------------------------------------------------ text
+def _e(value: Any) -> str:
+    """Text from the data, escaped for HTML, control characters (escape sequences) shown as ``\\xNN``."""
+    return html.escape(str(value).translate(_CONTROLS))
+
+
+def _short(value: Any, width: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "es" if noun.endswith("s") else "s")
+
+
+def _size(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def _float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None) -> str:
-    head = "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>" if header else ""
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_text(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if header else ""
+    body = "".join("<tr>" + "".join(f"<td>{_e(_short(cell))}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table>{head}{body}</table>"
 
 
-def _text(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 300 else text[:299] + "…"
+def _svg(kind: str, width: int, height: int, body: str, label: str = "") -> str:
+    data = f' data-for="{_e(label)}"' if label else ""
+    return (
+        f'<svg class="{kind}"{data} viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{_e(kind)} {_e(label)}">{body}</svg>'
+    )
 
 
-def bar_chart(title: str, labels: Sequence[str], counts: Sequence[float]) -> str:
-    """Horizontal bars as an SVG element (one bar per label)."""
+# ------------------------------------------------------------------------------------------------ charts
+def bar_chart(
+    title: str,
+    labels: Sequence[str],
+    counts: Sequence[float],
+    *,
+    kind: str = "bars",
+    width: int = 350,
+    color: str = BLUE,
+    total: float | None = None,
+    name: str = "",
+) -> str:
+    """Horizontal bars as an SVG element, one per label (the count, and its share of ``total`` when given).
+
+    ``kind`` is the SVG's class, ``name`` (or the title) its ``data-for``: what the bars are of.
+    """
     if not counts:
         return ""
     top = max(max(counts), 1)
-    height = 18 * len(counts) + 24
+    label_width, row = 120, 18
+    room = width - label_width - 82
     bars = []
     for index, (label, count) in enumerate(zip(labels, counts)):
-        y = 20 + 18 * index
-        width = 300 * count / top
+        y = 4 + row * index
+        length = max(1.0, room * count / top) if count else 0.0
+        share = f" ({count / total:.0%})" if total else ""
+        text = str(label)
         bars.append(
-            f'<text x="0" y="{y + 12}">{html.escape(str(label))[:28]}</text>'
-            f'<rect x="180" y="{y}" width="{width:.1f}" height="14" fill="#4a7ebb"/>'
-            f'<text x="{185 + width:.1f}" y="{y + 12}">{count:,.0f}</text>'
+            f"<g><title>{_e(text)}: {count:,.0f}{share}</title>"
+            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(text, 18))}</text>'
+            f'<rect x="{label_width}" y="{y}" width="{length:.1f}" height="{row - 5}" rx="2" fill="{color}"/>'
+            f'<text x="{label_width + length + 4:.1f}" y="{y + 11}">{count:,.0f}{share}</text></g>'
         )
-    return f'<h3>{html.escape(title)}</h3><svg width="560" height="{height}">{"".join(bars)}</svg>'
+    chart = _svg(kind, width, 8 + row * len(counts), "".join(bars), name or title)
+    return (f"<h3>{_e(title)}</h3>" if title else "") + chart
 
 
-def _histogram(values: Sequence[float], bins: int = 12) -> tuple[list[str], list[int]]:
-    array = np.asarray(values, dtype=np.float64)
-    if not len(array):
-        return [], []
-    counts, edges = np.histogram(array, bins=bins)
-    return [f"{edges[i]:,.0f}–{edges[i + 1]:,.0f}" for i in range(len(counts))], counts.tolist()
-
-
-def to_html(report: InspectReport) -> str:
-    """The whole page as a string."""
-    data = report.to_dict()
+def histogram_svg(figure: ColumnFigure, *, width: int = 350, height: int = 118, color: str = BLUE) -> str:
+    """Vertical bins of a column (``figure.counts`` over ``figure.edges``), min, middle and max edge below."""
+    if not figure.counts:
+        return ""
+    left, bottom, top_pad = 34, 18, 6
+    plot_w, plot_h = width - left - 4, height - bottom - top_pad
+    peak = max(max(figure.counts), 1)
+    step = plot_w / len(figure.counts)
     parts = [
-        f"<!doctype html><meta charset=utf-8><title>streamfeed inspect {html.escape(report.path)}</title>"
-        f"<style>{_STYLE}</style>"
+        f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - 4}" y2="{top_pad + plot_h}" stroke="#98a2b3"/>',
+        f'<text class="axis" x="{left - 4}" y="{top_pad + 8}" text-anchor="end">{peak:,}</text>',
+        f'<text class="axis" x="{left - 4}" y="{top_pad + plot_h}" text-anchor="end">0</text>',
     ]
-    parts.append(f"<h1>{html.escape(report.path)}</h1>")
+    for index, count in enumerate(figure.counts):
+        bar = plot_h * count / peak
+        low, high = figure.edge_labels[index], figure.edge_labels[index + 1]
+        parts.append(
+            f'<rect x="{left + index * step + 0.5:.1f}" y="{top_pad + plot_h - bar:.1f}" '
+            f'width="{max(step - 1, 1):.1f}" height="{bar:.1f}" fill="{color}">'
+            f"<title>{_e(low)} – {_e(high)}: {count:,}</title></rect>"
+        )
+    labels = figure.edge_labels
+    y = height - 4
+    parts.append(f'<text class="axis" x="{left}" y="{y}">{_e(labels[0])}</text>')
+    parts.append(f'<text class="axis" x="{left + plot_w / 2:.1f}" y="{y}" text-anchor="middle">'
+                 f"{_e(labels[len(labels) // 2])}</text>")  # fmt: skip
+    parts.append(f'<text class="axis" x="{width - 4}" y="{y}" text-anchor="end">{_e(labels[-1])}</text>')
+    return _svg("hist", width, height, "".join(parts), figure.name)
+
+
+def order_svg(figure: ColumnFigure, *, width: int = 350, height: int = 64) -> str:
+    """The column's median (line) and 10th-90th percentiles (band) along the row order, first row to last."""
+    if len(figure.order) < 2:
+        return ""
+    widest = max(len(figure.order_labels[0]), len(figure.order_labels[1]))
+    left, right, top_pad, bottom = min(72, max(34, 6 * widest + 8)), 4, 4, 14
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
+    low = min(p10 for p10, _, _ in figure.order)
+    high = max(p90 for _, _, p90 in figure.order)
+    span = (high - low) or 1.0
+
+    def point(index: int, value: float) -> str:
+        x = left + plot_w * index / (len(figure.order) - 1)
+        y = top_pad + plot_h * (1 - (value - low) / span)
+        return f"{x:.1f},{y:.1f}"
+
+    band = [point(i, p90) for i, (_, _, p90) in enumerate(figure.order)]
+    band += [point(i, p10) for i, (p10, _, _) in reversed(list(enumerate(figure.order)))]
+    line = [point(i, median) for i, (_, median, _) in enumerate(figure.order)]
+    rho = figure.rho if figure.rho is not None else 0.0
+    colour = RED if abs(rho) >= ORDER_THRESHOLD else NAVY
+    body = (
+        f"<title>median and 10th–90th percentile of {_e(figure.name)} from the first row to the last "
+        f"(Spearman rho {rho:+.2f})</title>"
+        f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="#f7f8fa"/>'
+        f'<polygon points="{" ".join(band)}" fill="{BAND}"/>'
+        f'<polyline points="{" ".join(line)}" fill="none" stroke="{colour}" stroke-width="1.6"/>'
+        f'<text class="axis" x="{left - 4}" y="{top_pad + 8}" text-anchor="end">{_e(_clip(figure.order_labels[1], 11))}'
+        f"</text>"
+        f'<text class="axis" x="{left - 4}" y="{top_pad + plot_h}" text-anchor="end">'
+        f"{_e(_clip(figure.order_labels[0], 11))}</text>"
+        f'<text class="axis" x="{left}" y="{height - 2}">first row</text>'
+        f'<text class="axis" x="{width - right}" y="{height - 2}" text-anchor="end">last row</text>'
+    )
+    return _svg("order", width, height, body, figure.name)
+
+
+def missing_svg(entries: Sequence[tuple[str, float, float, float]], *, width: int = 560) -> str:
+    """One stacked bar per column: the share of rows null, NaN and infinite (0 to 100 %)."""
+    if not entries:
+        return ""
+    label_width, row = 150, 18
+    room = width - label_width - 70
+    parts = []
+    for index, (name, null, nan, inf) in enumerate(entries):
+        y = 4 + row * index
+        parts.append(
+            f"<g><title>{_e(name)}: null {null:.2%}, NaN {nan:.2%}, inf {inf:.2%}</title>"
+            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(name, 22))}</text>'
+            f'<rect x="{label_width}" y="{y}" width="{room}" height="{row - 5}" rx="2" fill="#eef1f6"/>'
+        )
+        x = float(label_width)
+        for share, colour in ((null, ORANGE), (nan, RED), (inf, PURPLE)):
+            if share > 0:
+                length = max(1.5, room * share)
+                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"/>')
+                x += length
+        total = null + nan + inf
+        text = "none" if total == 0 else f"{total:.1%}" if total >= 0.001 else f"{total:.2%}"
+        parts.append(f'<text x="{label_width + room + 6}" y="{y + 11}">{text}</text></g>')
+    return _svg("missing", width, 8 + row * len(entries), "".join(parts))
+
+
+def rho_svg(entries: Sequence[tuple[str, float]], *, width: int = 560) -> str:
+    """Spearman's rho of each column with the row number, -1 to +1, the flagged range shaded."""
+    if not entries:
+        return ""
+    label_width, row = 150, 18
+    room = width - label_width - 60
+    centre = label_width + room / 2
+    height = 22 + row * len(entries)
+    parts = [
+        f'<rect x="{centre - room / 2:.1f}" y="0" width="{room * (1 - ORDER_THRESHOLD) / 2:.1f}" '
+        f'height="{height - 16}" fill="#fdecea"/>',
+        f'<rect x="{centre + room * ORDER_THRESHOLD / 2:.1f}" y="0" width="{room * (1 - ORDER_THRESHOLD) / 2:.1f}" '
+        f'height="{height - 16}" fill="#fdecea"/>',
+        f'<line x1="{centre:.1f}" y1="0" x2="{centre:.1f}" y2="{height - 16}" stroke="#98a2b3"/>',
+    ]
+    for index, (name, rho) in enumerate(entries):
+        y = 4 + row * index
+        length = room / 2 * abs(rho)
+        x = centre if rho >= 0 else centre - length
+        colour = RED if abs(rho) >= ORDER_THRESHOLD else BLUE
+        parts.append(
+            f"<g><title>{_e(name)}: Spearman rho {rho:+.3f}</title>"
+            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(name, 22))}</text>'
+            f'<rect x="{x:.1f}" y="{y}" width="{max(length, 1):.1f}" height="{row - 5}" fill="{colour}"/>'
+            f'<text x="{label_width + room + 6}" y="{y + 11}">{rho:+.2f}</text></g>'
+        )
+    axis = height - 3
+    parts.append(f'<text class="axis" x="{label_width}" y="{axis}">−1 (sorted descending)</text>')
+    parts.append(f'<text class="axis" x="{centre:.1f}" y="{axis}" text-anchor="middle">0</text>')
+    parts.append(
+        f'<text class="axis" x="{label_width + room}" y="{axis}" text-anchor="end">+1 (sorted ascending)</text>'
+    )
+    return _svg("rho", width, height, "".join(parts))
+
+
+def _binned(values: Sequence[float], bins: int, text: Any) -> ColumnFigure:
+    """A histogram figure of plain values (image brightness, blur, rows per fragment)."""
+    figure = ColumnFigure("", "numeric", "float64")
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return figure
+    low, high = min(finite), max(finite)
+    if high == low:
+        low, high = low - 0.5, high + 0.5
+    step = (high - low) / bins
+    counts = [0] * bins
+    for value in finite:
+        counts[min(bins - 1, int((value - low) / step))] += 1
+    figure.counts = counts
+    figure.edges = [low + step * i for i in range(bins + 1)]
+    figure.edge_labels = [text(edge) for edge in figure.edges]
+    return figure
+
+
+# ------------------------------------------------------------------------------------------------ parts
+def _tiles(report: InspectReport, figures: Figures, warnings: int) -> str:
+    rows = "unknown" if report.rows is None else ("" if report.rows_exact else "≈") + f"{report.rows:,}"
+    tiles = [
+        ("format", report.format),
+        ("files", f"{report.file_count:,}"),
+        ("on disk", _size(report.total_bytes)),
+        ("images" if report.format == "images" else "rows", rows),
+    ]
+    if report.format == "images":
+        labelled = [name for name in figures.class_counts if name != "(no class)"]
+        tiles.append(("classes", f"{len(labelled):,}"))
+    else:
+        tiles.append(("columns", f"{len(report.columns):,}"))
+    quality = report.quality or {}
+    duplicates = (quality.get("duplicates") or {}).get("estimated")
+    if duplicates is not None:
+        tiles.append(("duplicates", f"{duplicates:,}"))
+    out = [f'<div class="tile"><b>{_e(value)}</b><span>{_e(name)}</span></div>' for name, value in tiles]
+    out.append(f'<div class="tile{" bad" if warnings else ""}"><b>{warnings}</b><span>warnings</span></div>')
+    return '<div class="tiles">' + "".join(out) + "</div>"
+
+
+def _warnings(report: InspectReport) -> str:
+    items = [f'<div class="warn"><code>{_e(w.code)}</code>{_e(w.message)}</div>' for w in report.warnings]
+    items += [
+        f'<div class="warn"><code>quality</code>{_e(w)}</div>' for w in (report.quality or {}).get("warnings", [])
+    ]
+    if not items:
+        return '<section id="warnings"><h2>Warnings</h2><p class="ok">No warnings.</p></section>'
+    return f'<section id="warnings"><h2>Warnings ({len(items)})</h2>{"".join(items)}</section>'
+
+
+def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None) -> str:
+    quality = (report.quality or {}).get("columns", {}).get(figure.name)
+    rows = max(figure.rows, 1)
+    if quality:
+        null, nan = quality["null_rate"], quality["nan_rate"]
+        where = "all rows"
+    else:
+        null, nan = figure.nulls / rows, figure.nans / rows
+        where = "sample"
+    badges = f'<span class="badge">{_e(figure.dtype)}</span>'
+    if figure.name == label:
+        badges += '<span class="badge label">label</span>'
+    missing = [f"null {null:.1%}" if null else "no nulls", f"NaN {nan:.1%}" if nan else ""]
+    if quality and quality.get("constant"):
+        missing.append("constant")
+    facts = [] if figure.distinct is None else [f"{figure.distinct:,} distinct"]
+    if figure.stats:
+        facts.append(f"min {figure.stats['min']} · median {figure.stats['median']} · max {figure.stats['max']}")
+    parts = [
+        f'<div class="card column" data-column="{_e(figure.name)}" data-kind="{figure.kind}">',
+        f"<h3>{_e(figure.name)}{badges}</h3>",
+        f'<p class="meta">{_e(" · ".join(fact for fact in missing if fact))} ({where})'
+        + (f"<br>{_e(' · '.join(facts))}" if facts else "")
+        + "</p>",
+        _null_strip(figure.name, null, nan),
+    ]
+    if figure.kind in ("numeric", "datetime"):
+        parts.append(histogram_svg(figure))
+        low, high = figure.outside
+        if low or high:
+            parts.append(f'<p class="note">range cut to the 1st–99th percentile: {low:,} below, {high:,} above</p>')
+    elif figure.top:
+        labels = [value for value, _ in figure.top] + (["(other values)"] if figure.other else [])
+        counts = [count for _, count in figure.top] + ([figure.other] if figure.other else [])
+        parts.append(bar_chart("", labels, counts, kind="topk", total=sum(counts) or None, name=figure.name))
+    else:
+        parts.append('<p class="note">values are arrays: no chart</p>')
+    if figure.order:
+        rho = _float((report.quality or {}).get("row_order", {}).get(figure.name))
+        rho = figure.rho if rho is None else rho
+        flag = ' <b style="color:#b42318">sorted?</b>' if rho is not None and abs(rho) >= ORDER_THRESHOLD else ""
+        what = "mean" if figure.kind in ("discrete", "bool") else "median, 10–90 % band"
+        parts.append(f'<p class="meta">row order: {what} · rho {rho or 0:+.2f}{flag}</p>')
+        parts.append(order_svg(figure))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _null_strip(name: str, null: float, nan: float, width: int = 350) -> str:
+    """A thin bar: present (blue), null (orange), NaN (red) shares of the rows."""
+    present = max(0.0, 1 - null - nan)
+    x, rects = 0.0, []
+    for share, colour in ((present, BLUE), (null, ORANGE), (nan, RED)):
+        if share > 0:
+            length = max(2.0, width * share) if share < 1 else width
+            rects.append(f'<rect x="{x:.1f}" y="0" width="{length:.1f}" height="6" fill="{colour}"/>')
+            x += length
+    body = f"<title>present {present:.1%}, null {null:.1%}, NaN {nan:.1%}</title>" + "".join(rects)
+    return _svg("nullbar", width, 8, body, name)
+
+
+def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
+    parts: list[str] = []
+    quality = report.quality or {}
+    label = (quality.get("label") or {}).get("column")
+    if figures.columns:
+        sample = (
+            f"from a sample of {figures.sample_rows:,} of {figures.total_rows:,} rows"
+            if figures.total_rows and figures.sample_rows < figures.total_rows
+            else f"from all {figures.sample_rows:,} rows"
+        )
+        spread = (
+            f", taken evenly from {figures.fragments_read:,} of {figures.fragment_count:,} fragments"
+            if figures.fragments_read < figures.fragment_count
+            else ""
+        )
+        more = f"; {figures.more_columns:,} more columns are listed under All facts" if figures.more_columns else ""
+        legend = (
+            f'<span class="legend"><i style="background:{BLUE}"></i>present<i style="background:{ORANGE}"></i>null'
+            f'<i style="background:{RED}"></i>NaN</span>'
+        )
+        parts.append(
+            f'<section id="columns"><h2>Columns</h2><p class="note">Figures {_e(sample + spread + more)}. '
+            f"Rates marked “all rows” come from the quality pass. {legend}</p>"
+            f'<div class="grid">{"".join(_column_card(f, report, label) for f in figures.columns)}</div></section>'
+        )
+    # missing values of every column, side by side
+    if quality.get("columns"):
+        entries = [(name, c["null_rate"], c["nan_rate"], c["inf_rate"]) for name, c in quality["columns"].items()]
+        source = f"all {quality.get('rows', 0):,} rows (quality pass)"
+    else:
+        entries = [(f.name, f.nulls / max(f.rows, 1), f.nans / max(f.rows, 1), 0.0) for f in figures.columns]
+        source = f"the sample of {figures.sample_rows:,} rows"
+    charts = []
+    entries, hidden = _most(entries, lambda entry: entry[1] + entry[2] + entry[3], "missing values")
+    if entries:
+        charts.append(
+            f'<div class="card" id="missing"><h3>Missing values per column</h3><p class="meta">share of {_e(source)}'
+            f' <span class="legend"><i style="background:{ORANGE}"></i>null<i style="background:{RED}"></i>NaN'
+            f'<i style="background:{PURPLE}"></i>inf</span></p>{missing_svg(entries)}{hidden}</div>'
+        )
+    charts.append(_label_card(quality, figures))
+    order = quality.get("row_order") or {}
+    rhos = [(name, v) for name, value in order.items() if (v := _float(value)) is not None]
+    where = "quality pass (thinned sample of all rows)"
+    if not rhos:
+        rhos = [(f.name, f.rho) for f in figures.columns if f.rho is not None]
+        where = "the sample above"
+    rhos, hidden = _most(rhos, lambda entry: abs(entry[1]), "|rho|")
+    if rhos:
+        charts.append(
+            f'<div class="card" id="row-order"><h3>Correlation with the row order</h3><p class="meta">Spearman rho '
+            f"of each column with the row number, from {_e(where)}; |rho| ≥ {ORDER_THRESHOLD} (shaded) means the "
+            f"data is sorted by it: shuffle before training</p>{rho_svg(rhos)}{hidden}</div>"
+        )
+    charts.append(_fragment_card(report, figures))
+    duplicates = quality.get("duplicates")
+    if duplicates and "range_95" in duplicates:
+        low, high = duplicates["range_95"]
+        charts.append(
+            f'<div class="card" id="duplicates"><h3>Duplicate rows</h3><p><b>{duplicates["estimated"]:,}</b> '
+            f'estimated (95 %: {low:,}–{high:,})</p><p class="meta">{_e(duplicates["method"])}</p></div>'
+        )
+    if any(charts):
+        parts.append(f'<section id="overview"><h2>Overview</h2><div class="wide">{"".join(charts)}</div></section>')
+    return parts
+
+
+def _most(entries: list, key: Any, what: str, limit: int = 30) -> tuple[list, str]:
+    """At most ``limit`` entries: all in order, or those with the largest ``key`` (and a note saying so)."""
+    if len(entries) <= limit:
+        return entries, ""
+    kept = set(sorted(range(len(entries)), key=lambda i: -key(entries[i]))[:limit])
+    note = f'<p class="note">the {limit} of {len(entries):,} columns with the largest {what}</p>'
+    return [entry for i, entry in enumerate(entries) if i in kept], note
+
+
+def _label_card(quality: dict, figures: Figures) -> str:
+    label = quality.get("label")
+    if not label:
+        if quality and quality.get("columns"):
+            return (
+                '<div class="card" id="label"><h3>Label</h3><p class="note">Pass --label COLUMN to see the '
+                "label's distribution and imbalance.</p></div>"
+            )
+        return ""
+    name = label.get("column")
+    if "counts" in label:
+        counts = label["counts"]
+        shown = list(counts.items())[:20]
+        rest = sum(list(counts.values())[20:])
+        labels = [key for key, _ in shown] + ([f"({len(counts) - 20} more classes)"] if rest else [])
+        values = [value for _, value in shown] + ([rest] if rest else [])
+        return (
+            f'<div class="card" id="label"><h3>Label {_e(name)} (imbalance ratio {label["imbalance_ratio"]:.1f})</h3>'
+            f'<p class="meta">{_count(len(counts), "class")}, all rows</p>'
+            + bar_chart("", labels, values, kind="label", width=540, total=sum(counts.values()), name=str(name))
+            + "</div>"
+        )
+    if label.get("kind") == "continuous":
+        figure = next((f for f in figures.columns if f.name == name), None)
+        chart = histogram_svg(figure, width=540) if figure is not None else ""
+        return (
+            f'<div class="card" id="label"><h3>Label {_e(name)} (continuous)</h3><p class="meta">mean '
+            f"{label['mean']:.4g}, std {label['std']:.4g}, range {_e(label['min'])} to {_e(label['max'])}"
+            f"{' (histogram from the sample)' if chart else ''}</p>{chart}</div>"
+        )
+    return f'<div class="card" id="label"><h3>Label {_e(name)}</h3><p>{_e(label.get("classes"))} classes</p></div>'
+
+
+def _fragment_card(report: InspectReport, figures: Figures) -> str:
+    rows = figures.fragment_rows
+    if not rows:
+        return ""
+    noun = "row group" if report.format == "parquet" else "fragment"
+    distinct = sorted(set(rows))
+    if len(distinct) <= 12:  # one bar per size
+        labels, counts = [f"{size:,}" for size in distinct], [rows.count(size) for size in distinct]
+    else:
+        figure = _binned([float(r) for r in rows], 12, lambda v: f"{v:,.0f}")
+        labels = [f"{low}–{high}" for low, high in zip(figure.edge_labels[:-1], figure.edge_labels[1:])]
+        counts = figure.counts
+    keep = [i for i, count in enumerate(counts) if count]
+    plural = "" if len(rows) == 1 else "s"
+    middle = sorted(rows)[len(rows) // 2]
+    bytes_note = f", about {_size(middle * figures.row_bytes)} decoded" if figures.row_bytes else ""
+    return (
+        f'<div class="card" id="fragments"><h3>Rows per {noun}</h3><p class="meta">{len(rows):,} {noun}{plural} · '
+        f"min {min(rows):,} · median {middle:,}{_e(bytes_note)} · max {max(rows):,}</p>"
+        f"{bar_chart('', [labels[i] + ' rows' for i in keep], [counts[i] for i in keep], kind='fragments', width=540)}"
+        "</div>"
+    )
+
+
+def _figure(thumb: Thumb, kind: str, label: str = "") -> str:
+    caption = thumb.caption or os.path.basename(thumb.path)
+    flag = " (flagged by the quality report)" if thumb.flagged else ""
+    title = _e(
+        thumb.path
+        + (f" — {thumb.caption}" if thumb.caption else "")
+        + flag
+        + (f": {thumb.error}" if thumb.error else "")
+    )
+    data = f' data-class="{_e(label)}"' if label else ""
+    attributes = f'title="{title}"' + (' class="flagged"' if thumb.flagged else "")
+    if thumb.uri is None:
+        return (
+            f'<figure {attributes}><div class="missing {kind}"{data}>{_e(_reason(thumb.error or ""))}</div>'
+            f"<figcaption>{_e(caption)}</figcaption></figure>"
+        )
+    return (
+        f'<figure {attributes}><img class="thumb {kind}"{data} src="{thumb.uri}" alt="{_e(thumb.path)}" '
+        f'width="{thumb.width}" height="{thumb.height}"><figcaption>{_e(caption)}</figcaption></figure>'
+    )
+
+
+def _reason(error: str) -> str:
+    """What a thumbnail's box says instead of the image (the whole error is in its title)."""
+    if "TooLarge" in error or "larger than" in error:
+        return "too large to preview"
+    return "does not decode"
+
+
+def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
+    parts: list[str] = []
+    quality = report.quality or {}
+    images = quality.get("images") or {}
+    counts = figures.class_counts
+    unlabelled = list(counts) == ["(no class)"]
+    if unlabelled:
+        rows = [
+            f'<div class="thumbs">{"".join(_figure(t, "class-thumb", name) for t in thumbs)}</div>'
+            for name, thumbs in figures.classes.items()
+        ]
+        parts.append(
+            f'<section id="classes"><h2>Images</h2><p class="note">No class sub-folders: the folder has no label. '
+            f"{len(figures.classes.get('(no class)', [])):,} of {counts['(no class)']:,} images, taken evenly.</p>"
+            f'<div class="card">{"".join(rows)}</div></section>'
+        )
+    elif counts:
+        total = sum(counts.values())
+        shown = sorted(counts.items(), key=lambda item: -item[1])[:30]
+        chart = bar_chart("", [k for k, _ in shown], [v for _, v in shown], kind="label", width=540, total=total)
+        rows = []
+
+        def shown_of(shown: int, files: int) -> str:
+            return f"<br>{shown} shown, taken evenly" if shown < files else ""
+
+        for name, thumbs in figures.classes.items():
+            grid = "".join(_figure(t, "class-thumb", name) for t in thumbs) or '<p class="note">no images</p>'
+            rows.append(
+                f'<div class="class-row" data-class="{_e(name)}"><div><h3>{_e(name)}</h3>'
+                f'<p class="meta">{counts.get(name, 0):,} images{shown_of(len(thumbs), counts.get(name, 0))}</p></div>'
+                f'<div class="thumbs">{grid}</div></div>'
+            )
+        more = (
+            f'<p class="note">{figures.more_classes:,} more classes are not shown.</p>' if figures.more_classes else ""
+        )
+        parts.append(
+            f'<section id="classes"><h2>Classes</h2><div class="wide"><div class="card" id="label">'
+            f'<h3>Images per class (the label)</h3><p class="meta">{_count(len(counts), "class")}, {total:,} files</p>'
+            f'{chart}</div></div><h2>Thumbnails per class</h2><div class="card">{"".join(rows)}{more}</div></section>'
+        )
+    quality_parts = []
+    titles = {
+        "darkest": "Darkest (mean brightness, 0–255)",
+        "brightest": "Brightest",
+        "blurriest": "Blurriest (variance of the Laplacian: low = blurry)",
+    }
+    for key, thumbs in figures.extremes.items():
+        if thumbs:
+            quality_parts.append(
+                f'<div class="card" id="{key}"><h3>{titles[key]}</h3><div class="thumbs">'
+                f"{''.join(_figure(t, key) for t in thumbs)}</div></div>"
+            )
+    if figures.duplicates:
+        groups = "".join(
+            f'<div class="thumbs">{"".join(_figure(t, "duplicate") for t in group)}</div>'
+            for group in figures.duplicates
+        )
+        found = (quality.get("duplicates") or {}).get("estimated", 0)
+        quality_parts.append(
+            f'<div class="card" id="duplicates"><h3>Duplicate files ({found:,} beyond the first of each group)</h3>'
+            f'<div class="dups">{groups}</div></div>'
+        )
+    per_image = images.get("per_image") or []
+    for key, title, text in (
+        ("brightness", "Brightness (mean, 0–255)", lambda v: f"{v:.0f}"),
+        ("blur", "Blur (variance of the Laplacian)", lambda v: f"{v:,.0f}"),
+    ):
+        figure = _binned([m.get(key) for m in per_image], 16, text)
+        if figure.counts:
+            figure.name = key
+            quality_parts.append(
+                f'<div class="card"><h3>{title}</h3><p class="meta">{len(per_image):,} images</p>'
+                f"{histogram_svg(figure, width=540)}</div>"
+            )
+    undecodable = images.get("undecodable") or report.details.get("undecodable") or []
+    if undecodable:
+        quality_parts.append(
+            '<div class="card"><h3>Undecodable files</h3>'
+            + _table(
+                [(os.path.relpath(u["path"], report.path), u["error"]) for u in undecodable[:20]], ["file", "error"]
+            )
+            + "</div>"
+        )
+    if quality_parts:
+        parts.append(f'<section id="image-quality"><h2>Image quality</h2><div class="wide">{"".join(quality_parts)}'
+                     "</div></section>")  # fmt: skip
+    return parts
+
+
+def _size_section(report: InspectReport) -> str:
+    cards = []
+    shapes = report.details.get("image_sizes") or {}
+    if shapes:
+        shown = list(shapes.items())[:12]
+        cards.append(
+            '<div class="card"><h3>Image sizes (width x height, the most common)</h3>'
+            f"{bar_chart('', [k for k, _ in shown], [v for _, v in shown], kind='image-sizes', width=540)}</div>"
+        )
+    if report.size_histogram:
+        labels = [f"{_size(row['low'])} – {_size(row['high'])}" for row in report.size_histogram]
+        cards.append(
+            '<div class="card"><h3>File sizes</h3>'
+            f"{bar_chart('', labels, [row['files'] for row in report.size_histogram], kind='file-sizes', width=540)}"
+            "</div>"
+        )
+    return f'<section id="sizes"><h2>Sizes</h2><div class="wide">{"".join(cards)}</div></section>' if cards else ""
+
+
+def _facts(report: InspectReport) -> str:
+    data = report.to_dict()
     summary = [
         ("format", report.format),
         ("files", f"{report.file_count:,} ({report.total_bytes:,} bytes)"),
         ("rows", "unknown" if report.rows is None else f"{report.rows:,}"),
     ]
+    parts = ['<section id="facts"><h2>All facts</h2><details><summary>Summary and details</summary>']
     parts.append(_table(summary + [(key, value) for key, value in data["details"].items()]))
-    parts.extend(
-        f'<div class="warn"><b>{html.escape(w["code"])}</b> {html.escape(w["message"])}</div>' for w in data["warnings"]
-    )
+    parts.append("</details>")
     if data["columns"]:
+        columns = [
+            (c["name"], c["type"], c["shape"] or "", "?" if c["nulls"] is None else c["nulls"], c["samples"])
+            for c in data["columns"]
+        ]
         parts.append(
-            "<h2>Columns</h2>"
-            + _table(
-                [
-                    (c["name"], c["type"], c["shape"] or "", "?" if c["nulls"] is None else c["nulls"], c["samples"])
-                    for c in data["columns"]
-                ],
-                ["name", "type", "shape", "nulls", "samples"],
-            )
+            "<details><summary>Columns with sample values</summary>"
+            + _table(columns, ["name", "type", "shape", "nulls", "samples"])
+            + "</details>"
         )
-    if report.size_histogram:
+    quality = report.quality or {}
+    if quality.get("columns"):
+        rows = [
+            (
+                name,
+                f"{c['null_rate']:.2%}",
+                f"{c['nan_rate']:.2%}",
+                f"{c['inf_rate']:.2%}",
+                "yes" if c["constant"] else "",
+                quality["row_order"].get(name, ""),
+            )
+            for name, c in quality["columns"].items()
+        ]
         parts.append(
-            bar_chart(
-                "File sizes (bytes)",
-                [f"{row['low']:,}–{row['high']:,}" for row in report.size_histogram],
-                [row["files"] for row in report.size_histogram],
-            )
+            "<details><summary>Quality per column</summary>"
+            + _table(rows, ["column", "null", "NaN", "inf", "constant", "row-order rho"])
+            + "</details>"
         )
-    if "classes" in report.details:
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ page
+def to_html(report: InspectReport, figures: Figures | None = None) -> str:
+    """The whole page as a string; ``figures`` are computed from the data (a bounded sample) when not given."""
+    figures = compute_figures(report) if figures is None else figures
+    warnings = len(report.warnings) + len((report.quality or {}).get("warnings", []))
+    name = os.path.basename(report.path.rstrip("/\\")) or report.path
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>streamfeed inspect {_e(report.path)}</title><style>{_STYLE}</style></head><body><main>",
+        f'<header><h1>{_e(name)}</h1><div class="path">{_e(report.path)}</div>'
+        f"{_tiles(report, figures, warnings)}</header>",
+        _warnings(report),
+    ]
+    if report.format == "images":
+        parts.extend(_image_sections(report, figures))
+    else:
+        parts.extend(_tabular_sections(report, figures))
+    parts.append(_size_section(report))
+    if figures.notes:
         parts.append(
-            bar_chart("Images per class", list(report.details["classes"]), list(report.details["classes"].values()))
-        )
-    quality = report.quality
-    if quality:
-        parts.append("<h2>Quality</h2>")
-        if quality.get("columns"):
-            rows = [
-                (
-                    name,
-                    f"{c['null_rate']:.2%}",
-                    f"{c['nan_rate']:.2%}",
-                    f"{c['inf_rate']:.2%}",
-                    "yes" if c["constant"] else "",
-                    quality["row_order"].get(name, ""),
-                )
-                for name, c in quality["columns"].items()
-            ]
-            parts.append(_table(rows, ["column", "null", "NaN", "inf", "constant", "row-order rho"]))
-        if quality.get("duplicates"):
-            parts.append(_table(list(quality["duplicates"].items())))
-        if quality.get("label") and "counts" in quality["label"]:  # classes; a continuous label has no bars
-            label = quality["label"]
-            parts.append(
-                bar_chart(
-                    f"Label {label['column']} (imbalance ratio {label['imbalance_ratio']:.1f})",
-                    list(label["counts"]),
-                    list(label["counts"].values()),
-                )
-            )
-        images = quality.get("images")
-        if images:
-            per_image = images["per_image"]
-            parts.append(bar_chart("Brightness (0-255)", *_histogram([m["brightness"] for m in per_image])))
-            parts.append(
-                bar_chart("Blur: variance of the Laplacian (low = blurry)", *_histogram([m["blur"] for m in per_image]))
-            )
-        parts.extend(f'<div class="warn">{html.escape(w)}</div>' for w in quality.get("warnings", []))
-    return "\n".join(parts)
+            '<section id="notes"><h2>Notes</h2>' + "".join(f'<p class="note">{_e(n)}</p>' for n in figures.notes)
+            + "</section>"
+        )  # fmt: skip
+    parts.append(_facts(report))
+    parts.append(
+        '<p class="note">streamfeed inspect · self-contained page: inline SVG and images, nothing fetched.</p>'
+        "</main></body></html>"
+    )
+    return "\n".join(part for part in parts if part)
 
 
 def write_html(report: InspectReport, path: str | os.PathLike) -> None:
+    """Writes :func:`to_html` of ``report`` to ``path`` (UTF-8)."""
     with open(path, "w", encoding="utf-8") as out:
         out.write(to_html(report))
