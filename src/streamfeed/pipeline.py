@@ -138,7 +138,8 @@ def _row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk]
         )
 
     op.__name__ = name
-    op.new_columns = tuple(getattr(fn, "new_columns", ()))  # type: ignore[attr-defined]
+    if hasattr(fn, "new_columns"):  # declared; otherwise what it returns is known only by running it
+        op.new_columns = tuple(fn.new_columns)  # type: ignore[attr-defined]
     return op
 
 
@@ -160,6 +161,7 @@ def _filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[
         return {key: column[mask] for key, column in chunk.items()}
 
     op.__name__ = name
+    op.new_columns = ()  # type: ignore[attr-defined]  # a filter keeps the columns it is given
     return op
 
 
@@ -590,9 +592,24 @@ class Dataset:
     def column_names(self) -> list[str]:
         """The source's columns plus those that map functions declare they add (``fn.new_columns``)."""
         names = list(self.source.column_names)
-        for op in self.row_ops:
+        for op in self.row_ops + self.batch_ops:
             names += [name for name in getattr(op, "new_columns", ()) if name not in names]
         return names
+
+    def served_columns(self) -> list[str]:
+        """The columns a batch holds: :attr:`column_names`, or, when a ``map``
+        does not declare what it returns, those of the first batch.
+
+        That batch is read unshuffled (the first fragment or two, not a
+        shuffle window), in a short-lived epoch whose threads stop at once.
+        """
+        if all(hasattr(op, "new_columns") for op in self.row_ops + self.batch_ops):
+            return self.column_names
+        with self._with(seed=None, window=None, sampler=None).iter_epoch(0) as stream:
+            batch = next(stream, None)
+        if batch is None:
+            return self.column_names
+        return [name for name in batch if name != PAD_MASK]
 
     # ------------------------------------------------------------------- keras
     def to_keras(self, **options: Any) -> "KerasDataset":

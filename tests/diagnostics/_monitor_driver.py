@@ -83,7 +83,7 @@ def main(args: dict) -> dict:
         "history_keys": sorted(history.history),
         "history_share": history.history.get("input_wait_share"),
         "warnings": [message for level, message in handler.records if level == "WARNING"],
-        "infos": [message for level, message in handler.records if level == "INFO" and "waited" in message],
+        "infos": [message for level, message in handler.records if level == "INFO" and "input wait" in message],
     }
 
 

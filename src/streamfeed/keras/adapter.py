@@ -38,12 +38,15 @@ from ..errors import ArgumentError, DataError, SchemaError, describe
 from ..pipeline import Dataset, EpochIterator
 from ..runtime.batch import PAD_MASK
 from ._keras_internals import called_from_epoch_reset, set_epoch_steps
+from .encoding import feature_encoding
 from .packing import IDS, W, X, Y, pack_columns
 from .validation import check_model_inputs
 
 logger = logging.getLogger("streamfeed")
 _KEEP_STATES = 4096  # far more batches than any Keras read-ahead
 _PEEK_BATCHES = 4  # Keras peeks at one or two batches before an epoch
+BOOKKEEPING = frozenset({"path", "file", "filename", "id", "ids", "index", "key", "row", "uuid"})
+"""Column names never inferred as features: they identify rows, they do not describe them."""
 
 
 class KerasDataset(keras.utils.PyDataset):
@@ -52,7 +55,9 @@ class KerasDataset(keras.utils.PyDataset):
     Args:
         dataset: a batched :class:`streamfeed.Dataset`.
         features: feature columns; by default every column that is not the
-            label, the sample weight or the ids.
+            label, the sample weight, the ids or a bookkeeping column
+            (:data:`BOOKKEEPING`: ``path``, ``id``, ``index``, ...; name
+            them in ``features=`` to use them).
         label: label column (or a list of them, given to Keras as a tuple);
             ``None`` for inputs only (``predict``).
         sample_weight: column of per-row weights.
@@ -66,6 +71,14 @@ class KerasDataset(keras.utils.PyDataset):
         label_dtype: dtype of labels; by default as stored.
         model: if given, the first batch is checked against its inputs
             before Keras sees it, with a message naming column and input.
+        categorical: a :class:`streamfeed.Stats` of this data: every
+            feature with categorical statistics (strings, bytes, columns
+            given to ``compute_stats(categorical=...)``) becomes int32 ids
+            from its vocabulary, id 0 for values outside it and nulls
+            (:mod:`streamfeed.keras.encoding`); see :attr:`categorical_sizes`.
+        standardize: with ``categorical``, ``True`` (every numeric feature)
+            or a list of columns shifted and scaled by the stats' mean and
+            standard deviation, in the pipeline.
     """
 
     def __init__(
@@ -80,14 +93,27 @@ class KerasDataset(keras.utils.PyDataset):
         dtype: str = "float32",
         label_dtype: str | None = None,
         model: Any = None,
+        categorical: Any = None,
+        standardize: bool | Sequence[str] = False,
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False)
         if dataset.batch_size is None:
             raise ArgumentError(describe("to_keras() needs a batched dataset", fix="call .batch(batch_size) first"))
+        if standardize and categorical is None:
+            raise ArgumentError(
+                describe("standardize= needs statistics", fix="pass categorical=stats (streamfeed.compute_stats)")
+            )
         labels = [label] if isinstance(label, str) else list(label or [])
-        columns = dataset.column_names  # the source's, plus columns added by map functions
+        columns = dataset.served_columns()  # what the user's ops give: packing runs after them
         reserved = set(labels) | {sample_weight, ids} - {None}
-        features = [name for name in columns if name not in reserved] if features is None else list(features)
+        if features is None:
+            features = [name for name in columns if name not in reserved and name not in BOOKKEEPING]
+            left_out = [name for name in columns if name in BOOKKEEPING and name not in reserved]
+            if left_out:
+                logger.info(
+                    "to_keras: bookkeeping columns %s are not features (name them in features= to use them)", left_out
+                )
+        features = list(features)
         missing = [name for name in [*features, *reserved] if name not in columns]
         if missing:
             raise SchemaError(
@@ -99,7 +125,18 @@ class KerasDataset(keras.utils.PyDataset):
             )
         self.features, self.labels, self.label_is_list = features, labels, not isinstance(label, (str, type(None)))
         self.inputs, self.model = inputs, model
-        pack = pack_columns(features, labels, sample_weight, ids, inputs=inputs, dtype=dtype, label_dtype=label_dtype)
+        encode, self.categorical_sizes = feature_encoding(features, categorical, standardize)
+        pack = pack_columns(
+            features,
+            labels,
+            sample_weight,
+            ids,
+            inputs=inputs,
+            dtype=dtype,
+            label_dtype=label_dtype,
+            encode=encode,
+            id_columns=frozenset(self.categorical_sizes),
+        )
         self.dataset = dataset.with_packing(pack)
         # Where the current (or next) epoch starts: an epoch's start, or a restored state.
         self._start: dict = self.dataset.initial_state(0)

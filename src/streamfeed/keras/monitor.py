@@ -41,15 +41,22 @@ class InputStallMonitor(keras.callbacks.Callback):
         warn_above: wait share above which the input pipeline is called the
             bottleneck (a ``logging.WARNING`` pointing to ``streamfeed bench``).
 
-    Adds to the epoch's ``logs`` (so to ``History``): ``input_wait_share``,
-    ``input_wait_seconds``, ``steps_per_second`` and, when the batch size is
-    known, ``rows_per_second``. ``history`` keeps one dict per epoch.
+        verbose: also print the line (after Keras's epoch line), not only log it.
+
+    Writes one readable line per epoch ("input wait 3.9 % of step time") to
+    the ``streamfeed`` logger (and the console when ``verbose``). Nothing is
+    added to Keras's ``logs``: a raw float in the progress bar and
+    ``History`` says less than the line. ``history`` keeps one dict per
+    epoch: ``input_wait_share``, ``input_wait_seconds``,
+    ``steps_per_second`` and, when the batch size is known,
+    ``rows_per_second``.
     """
 
-    def __init__(self, dataset: Any = None, *, warn_above: float = 0.3) -> None:
+    def __init__(self, dataset: Any = None, *, warn_above: float = 0.3, verbose: bool = True) -> None:
         super().__init__()
         self.dataset = dataset
         self.warn_above = float(warn_above)
+        self.verbose = bool(verbose)
         self.history: list[dict[str, float]] = []
         self._epoch_started = 0.0
         self._wait_at_start = 0.0
@@ -89,11 +96,12 @@ class InputStallMonitor(keras.callbacks.Callback):
         if batch_size:
             stats["rows_per_second"] = self._steps * batch_size / wall
         self.history.append(stats)
-        if logs is not None:
-            logs.update(
-                {key: stats[key] for key in ("input_wait_share", "steps_per_second", "rows_per_second") if key in stats}
-            )
         self._report(epoch, stats)
+
+    def _say(self, line: str) -> None:
+        logger.info("%s", line)
+        if self.verbose:
+            print(line, flush=True)  # where Keras's progress bar writes
 
     def _report(self, epoch: int, stats: dict[str, float]) -> None:
         share = stats["input_wait_share"]
@@ -103,15 +111,13 @@ class InputStallMonitor(keras.callbacks.Callback):
             else f"{stats['steps_per_second']:,.1f} steps/s"
         )
         if self.dataset is None:
-            logger.info("epoch %d: %d steps, %s (pass dataset= to measure the input wait)", epoch, stats["steps"], rate)
+            self._say(
+                f"epoch {epoch + 1}: {stats['steps']:.0f} steps, {rate} (pass dataset= to measure the input wait)"
+            )
             return
-        logger.info(
-            "epoch %d: waited %.1f%% of %.1f s for input (%.2f s), %s",
-            epoch,
-            100 * share,
-            stats["epoch_seconds"],
-            stats["input_wait_seconds"],
-            rate,
+        self._say(
+            f"epoch {epoch + 1}: input wait {100 * share:.1f} % of step time "
+            f"({stats['input_wait_seconds']:.2f} of {stats['epoch_seconds']:.1f} s), {rate}"
         )
         if share > self.warn_above:
             logger.warning(

@@ -17,17 +17,22 @@ from ..errors import SchemaError, describe
 X, Y, W, IDS = "__x__", "__y__:", "__w__", "__ids__"
 
 
+def _not_numeric(name: str, column: np.ndarray, dtype: str) -> SchemaError:
+    """Keras takes no strings through a PyDataset on any backend: say how to encode them."""
+    return SchemaError(
+        describe(
+            f"Feature column {name!r} is not numeric",
+            expected=f"numbers (a {dtype} feature, or integer ids)",
+            found=f"dtype {column.dtype}",
+            fix="pass categorical=streamfeed.compute_stats(dataset) to to_keras() to turn it into ids, "
+            "or leave it out of features=",
+        )
+    )
+
+
 def _numeric(column: np.ndarray, name: str, dtype: str) -> np.ndarray:
     if column.dtype.kind not in "biuf":
-        raise SchemaError(
-            describe(
-                f"Feature column {name!r} is not numeric",
-                expected=f"numbers to stack into a {dtype} matrix",
-                found=f"dtype {column.dtype}",
-                fix="leave it out of features=, encode it first (.map), "
-                "or use inputs='dict' with a model that takes it",
-            )
-        )
+        raise _not_numeric(name, column, dtype)
     return column.astype(dtype, copy=False)
 
 
@@ -40,10 +45,17 @@ def pack_columns(
     inputs: Literal["matrix", "dict"],
     dtype: str,
     label_dtype: str | None,
+    encode: Callable[[Chunk], Chunk] | None = None,
+    id_columns: frozenset[str] = frozenset(),
 ) -> Callable[[Chunk], Chunk]:
-    """A per-fragment op giving the model's columns under reserved names."""
+    """A per-fragment op giving the model's columns under reserved names (after ``encode``, if given).
+
+    ``id_columns`` (categorical ids from ``encode``) stay int64 in dict inputs, for ``Embedding``.
+    """
 
     def pack(chunk: Chunk) -> Chunk:
+        if encode is not None:
+            chunk = encode(chunk)
         rows = chunk_len(chunk)
         out: Chunk = {}
         if inputs == "matrix" and len(features) == 1 and chunk[features[0]].ndim > 2:
@@ -61,7 +73,9 @@ def pack_columns(
         else:
             for name in features:
                 column = chunk[name]
-                out[X + name] = column.astype(dtype, copy=False) if column.dtype.kind in "biuf" else column
+                if column.dtype.kind not in "biuf":
+                    raise _not_numeric(name, column, dtype)
+                out[X + name] = column if name in id_columns else column.astype(dtype, copy=False)
         for name in labels:
             column = chunk[name]
             out[Y + name] = column.astype(label_dtype, copy=False) if label_dtype else column

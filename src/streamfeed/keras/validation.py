@@ -21,6 +21,18 @@ def _input_specs(model: Any) -> list[tuple[str, tuple, str]]:
     return specs
 
 
+def _fits(want: tuple, got: tuple) -> bool:
+    """Whether a column of per-row shape ``got`` feeds an input of per-row shape ``want``, as Keras takes it.
+
+    Keras adds a trailing axis of 1 to a ``(batch,)`` array given to an
+    ``Input(shape=(1,))`` (``tree.map_structure`` + ``expand_dims`` in its
+    data adapters), so that is accepted; any other rank or size is not.
+    """
+    if got == () and want in ((1,), (None,)):
+        return True
+    return len(want) == len(got) and all(w is None or w == g for w, g in zip(want, got))
+
+
 def check_model_inputs(model: Any, batch: Chunk, features: Sequence[str], inputs: str) -> None:
     """Raises :class:`SchemaError` if the batch cannot feed ``model``'s inputs."""
     specs = _input_specs(model)
@@ -61,9 +73,7 @@ def check_model_inputs(model: Any, batch: Chunk, features: Sequence[str], inputs
                 )
             )
         column = available[name]
-        if len(shape) - 1 != column.ndim - 1 or any(
-            want is not None and want != got for want, got in zip(shape[1:], column.shape[1:])
-        ):
+        if not _fits(tuple(shape[1:]), tuple(column.shape[1:])):
             raise SchemaError(
                 describe(
                     f"Column {name!r} does not fit model input {name!r}",
