@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import csv as pycsv
 import io
+from typing import Any
 
 import numpy as np
 import pyarrow.csv as pacsv
@@ -15,6 +16,11 @@ from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
 
 _SAMPLE_BYTES = 1 << 20
+CSV_NULLS: dict[str, Any] = {"null_values": DEFAULT_NULL_VALUES, "strings_can_be_null": True}
+"""How nulls are counted in CSV, by the schema table and the quality pass alike: the default null
+tokens (``""``, ``NA``, ``null``, ...) in every column, text columns included. ``read_csv`` keeps
+them as text in text columns unless ``strings_can_be_null=True``; counting them is what shows that
+a column has missing values."""
 
 
 def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
@@ -43,8 +49,8 @@ def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | 
     options = pacsv.ParseOptions(delimiter=source.delimiter)
     convert = pacsv.ConvertOptions(
         column_types=dict(zip(source.schema.names, source.schema.types)),
-        null_values=list(DEFAULT_NULL_VALUES),
-        strings_can_be_null=True,
+        null_values=list(CSV_NULLS["null_values"]),
+        strings_can_be_null=CSV_NULLS["strings_can_be_null"],
     )
     nulls: dict[str, int] = {}
     sample: dict[str, np.ndarray] = {}

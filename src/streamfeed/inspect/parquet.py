@@ -64,7 +64,7 @@ def inspect_parquet(
 
     _check_drift(report, files, schemas)
     schema = _union(schemas)
-    nulls = _null_counts(metas, schema.names)
+    nulls = _null_counts(metas, schemas, schema.names)
     sample = _sample(first, files[0], max(sample_rows, _INDEX_PROBE_ROWS)) if first is not None else {}
     for field in schema:
         values = sample.get(field.name)
@@ -148,11 +148,18 @@ def _check_drift(report: InspectReport, files: list[str], schemas: list[pa.Schem
         )
 
 
-def _null_counts(metas: list, names: list[str]) -> dict[str, int]:
-    """Exact null counts from the row-group statistics, for columns whose every group has them."""
+def _null_counts(metas: list, schemas: list[pa.Schema], names: list[str]) -> dict[str, int]:
+    """Exact null counts from the row-group statistics, for columns whose every group has them.
+
+    A file without a column adds all its rows: the sources read the column
+    there as nulls (what the quality pass counts, and the drift warning says).
+    """
     counts: dict[str, int] = {}
     unknown: set[str] = set()
-    for meta in metas:
+    for meta, schema in zip(metas, schemas):
+        for name in names:
+            if name not in schema.names:
+                counts[name] = counts.get(name, 0) + meta.num_rows
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for i in range(group.num_columns):

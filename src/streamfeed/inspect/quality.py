@@ -24,9 +24,10 @@ import numpy as np
 
 from ..errors import ErrorPolicy
 from ..pipeline import Dataset
-from ..sources._arrow import ColumnPolicy
+from ..sources._arrow import ColumnPolicy, temporal_columns
 from ..sources.detect import detect_format, open_source
 from ..sources.images import ImageSource
+from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
 from .image_quality import image_quality
 from .images import image_folder
@@ -40,10 +41,11 @@ __all__ = [
 ]  # fmt: skip
 
 ORDER_THRESHOLD = 0.3  # |Spearman rho| with the row number above which a column is flagged
-# Arrow-backed sources hand nulls over as masked values, so that they are counted apart from NaN
+# Arrow-backed sources hand nulls over as masked values, so that they are counted apart from NaN;
+# CSV nulls are the schema table's (CSV_NULLS: empty text fields are nulls too), so the two agree
 _SOURCE_OPTIONS: dict[str, dict[str, Any]] = {
     "parquet": {"policy": ColumnPolicy(nulls="mask")},
-    "csv": {"policy": ColumnPolicy(nulls="mask")},
+    "csv": {"policy": ColumnPolicy(nulls="mask"), **CSV_NULLS},
 }
 
 
@@ -67,28 +69,39 @@ def quality_report(
 
     Duplicates are estimated with a HyperLogLog sketch (``lg_k=14``, relative
     standard error 0.81 % of the distinct count; exact below a few hundred
-    distinct rows): ``duplicates = rows - distinct``.
+    distinct rows): ``duplicates = rows - distinct``. When the 95 % interval
+    of that count includes 0 the report gives the interval, not a point
+    estimate (``estimated`` is None): the sketch cannot tell so few
+    duplicates from none.
+
+    Dates and times are checked like numbers (the sources yield them as
+    seconds since the epoch; NumPy ``datetime64`` columns are converted the
+    same way); ``columns[name]["datetime"]`` names their original type.
     """
     if isinstance(data, Dataset):
         if isinstance(data.source, ImageSource):
             return image_quality(list(data.source.files), progress_bar=progress_bar)
-        fragments, row_ops, report = data.source.fragments, data.row_ops, data.report
+        source, row_ops, report = data.source, data.row_ops, data.report
     else:
         format = format or detect_format(data)
         if format == "images":
             return image_quality(image_folder(data)[2].files, progress_bar=progress_bar)
         report = ErrorPolicy().new_report()
-        fragments, row_ops = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {})).fragments, ()
-    totals = quality_pass(fragments, row_ops, report, label=label, max_rows=max_rows, progress_bar=progress_bar)
-    return _tabular_report(totals, label)
+        source, row_ops = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {})), ()
+    totals = quality_pass(source.fragments, row_ops, report, label=label, max_rows=max_rows, progress_bar=progress_bar)
+    return _tabular_report(totals, label, temporal_columns(getattr(source, "schema", None)))
 
 
-def _tabular_report(totals: QualityTotals, label: str | None) -> QualityReport:
-    """The report of a finished pass, with its warnings in a fixed order."""
+def _tabular_report(totals: QualityTotals, label: str | None, temporal: dict[str, str] | None = None) -> QualityReport:
+    """The report of a finished pass, with its warnings in a fixed order.
+
+    ``temporal``: the source's date and time columns and their types (yielded as seconds).
+    """
     rows = totals.rows
     report = QualityReport(rows=rows)
     for name, counts in totals.columns.items():
         report.columns[name] = _column_rates(counts, rows)
+        report.columns[name]["datetime"] = counts.datetime or (temporal or {}).get(name)
         if report.columns[name]["constant"]:
             report.warnings.append(f"column {name!r} is constant: it carries no information")
     report.duplicates = _duplicates(totals.sketch, rows)
@@ -127,22 +140,34 @@ def _column_rates(counts: ColumnCounts, rows: int) -> dict[str, Any]:
 
 
 def _duplicates(sketch: Any, rows: int) -> dict[str, Any]:
-    """Duplicate rows from the sketch's distinct count, with its 95 % range."""
+    """Duplicate rows from the sketch's distinct count, with its 95 % range and a headline.
+
+    ``estimated`` is None when the range includes 0 but is not exactly 0:
+    a point estimate there (the demo's unique rows read "360 duplicates")
+    would be noise presented as a finding.
+    """
     distinct = sketch.get_estimate()
+    low = max(0, math.floor(rows - sketch.get_upper_bound(2)))
+    high = max(0, math.ceil(rows - sketch.get_lower_bound(2)))
+    estimated: int | None = max(0, round(rows - distinct))
+    if high == 0:
+        headline = "none"
+    elif low == 0:
+        estimated, headline = None, f"none detected (95 %: 0–{high:,})"
+    else:
+        headline = f"about {estimated:,} ({(estimated or 0) / rows:.1%}; 95 %: {low:,}–{high:,})"
     return {
-        "estimated": max(0, round(rows - distinct)),
-        "range_95": [
-            max(0, math.floor(rows - sketch.get_upper_bound(2))),
-            max(0, math.ceil(rows - sketch.get_lower_bound(2))),
-        ],
-        "distinct_estimate": round(distinct),
+        "estimated": estimated,
+        "range_95": [low, high],
+        "headline": headline,
+        "distinct_estimate": int(round(distinct)),
         "method": f"HyperLogLog lg_k={HLL_LG_K} over 64-bit row hashes "
         "(relative standard error 0.81 % of distinct rows)",
     }
 
 
 def _row_order(thinned: ThinnedSample) -> dict[str, float]:
-    """Spearman's rho of each plain numeric column against the row number."""
+    """Spearman's rho of each plain numeric (or date, as seconds) column against the row number."""
     return {
         name: spearman_with_order(column.astype(np.float64) if column.dtype.kind == "b" else column)
         for name, column in thinned.columns().items()

@@ -13,7 +13,10 @@ HyperLogLog sketch of the row hashes.
 
 Nulls are the masked entries of a column: a source opened with
 ``nulls="mask"`` yields masked arrays for columns with nulls (NaN stays a
-value), so nulls and NaN are counted apart, before any null policy.
+value), so nulls and NaN are counted apart, before any null policy. NaT in
+a NumPy ``datetime64`` column (from a dataset's ``map``) is a null too, and
+such a column joins the row-order test as seconds since the epoch (the
+sources yield their date columns so already).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from ..core import Chunk, Fragment, chunk_len, slice_chunk
 from ..errors import BadInputReport, require
 from ..runtime.reader import in_order, read_fragment
+from ..sources._arrow import datetime64_seconds
 from ..stats.moments import Moments, merge_max, merge_min, min_max
 from ..stats.vocabulary import count_values
 from .hashing import row_hash
@@ -50,9 +54,13 @@ def _equal(values: np.ndarray, first: Any) -> np.ndarray:
 
 @dataclass
 class ColumnCounts:
-    """One column's nulls (rows), NaN and inf values, and whether every value equals ``first``."""
+    """One column's nulls (rows), NaN and inf values, and whether every value equals ``first``.
+
+    ``datetime``: the NumPy type of a ``datetime64``/``timedelta64`` column (None otherwise).
+    """
 
     dtype: str
+    datetime: str | None = None
     nulls: int = 0
     nans: int = 0
     infs: int = 0
@@ -63,10 +71,14 @@ class ColumnCounts:
     def of(cls, column: np.ndarray) -> "ColumnCounts":
         """The counts of one fragment's column (masked entries are nulls)."""
         values = np.ma.getdata(column)
-        counts = cls(str(values.dtype))
+        temporal = values.dtype.kind in "mM"
+        counts = cls(str(values.dtype), str(values.dtype) if temporal else None)
         if not len(values):
             return counts
         masked = np.ma.getmaskarray(column).reshape(len(values), -1) if np.ma.isMaskedArray(column) else None
+        if temporal:
+            nat = np.isnat(values).reshape(len(values), -1)
+            masked = nat if masked is None else masked | nat
         if masked is not None:
             counts.nulls = int(np.count_nonzero(masked.any(axis=1)))
         if values.dtype.kind in "fc":
@@ -179,7 +191,11 @@ class QualityTotals:
                 self.columns[name] = counts
         collections.deque(map(self.sketch.update, part.hashes.view(np.int64).tolist()), maxlen=0)
         values = {name: np.ma.getdata(column) for name, column in part.chunk.items()}
-        plain = {name: column for name, column in values.items() if column.ndim == 1 and column.dtype.kind in "iufb"}
+        plain = {
+            name: datetime64_seconds(column) if column.dtype.kind in "mM" else column
+            for name, column in values.items()
+            if column.ndim == 1 and column.dtype.kind in "iufbmM"
+        }
         if plain:
             self.thinned.add(self.rows, plain)
         if part.label is not None:

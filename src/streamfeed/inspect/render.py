@@ -37,13 +37,24 @@ def _short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _rows_exact(report: InspectReport) -> bool:
+    """Whether the row count is exact: as the report says, and always for an image folder.
+
+    An image folder's count is the images whose headers open, every one of
+    them opened: the rows ``read_images`` yields, as exactly as a Parquet
+    footer's count (``--full`` decodes the pixels too, which finds bad
+    files, not other rows).
+    """
+    return report.rows_exact or report.format == "images"
+
+
 def render(report: InspectReport, console: Any = None) -> None:
     """Prints the report: a summary, the columns, the format's details, warnings, quality."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    rows = "unknown" if report.rows is None else f"{report.rows:,}" + ("" if report.rows_exact else " (estimate)")
+    rows = "unknown" if report.rows is None else f"{report.rows:,}" + ("" if _rows_exact(report) else " (estimate)")
     summary = Table(title=escape(report.path), show_header=False, title_justify="left")
     summary.add_row("format", report.format)
     summary.add_row("files", f"{report.file_count:,} ({_size(report.total_bytes)})")
@@ -102,10 +113,11 @@ def render_quality(quality: dict, console: Any = None) -> None:
         console.print(table)
     duplicates = quality.get("duplicates")
     if duplicates:
-        spread = (
-            f" (95 %: {duplicates['range_95'][0]:,}–{duplicates['range_95'][1]:,})" if "range_95" in duplicates else ""
-        )
-        console.print(f"duplicates: {duplicates['estimated']:,}{spread}; {duplicates['method']}", highlight=False)
+        if "headline" in duplicates:  # tabular: an interval, and an estimate only when it excludes 0
+            found = duplicates["headline"]
+        else:  # images: an exact count of duplicate files
+            found = f"{duplicates['estimated']:,}"
+        console.print(f"duplicates: {found}; {duplicates['method']}", highlight=False)
     if quality.get("label"):
         label = quality["label"]
         if label.get("kind") == "continuous":

@@ -4,11 +4,27 @@ Shared by every Arrow-backed source (Parquet, CSV). Column-at-a-time and
 zero-copy where Arrow allows it; never a loop over rows. Nulls and NaN
 never turn silently into numbers: they raise (naming column, file and
 row), are dropped, or are filled with the user's value.
+
+**Dates and times become float64 seconds.** A ``date32``/``date64`` or
+``timestamp`` column is yielded as float64 seconds since 1970-01-01 00:00
+UTC, before the null policy applies: a timestamp with a time zone is
+converted to UTC (Arrow stores it so); a naive timestamp is taken as UTC
+(its wall-clock reading, no local time zone is assumed); a date is its
+midnight, UTC. ``time32``/``time64`` become seconds since midnight and
+``duration`` seconds. Float64 keeps about 0.24 microseconds at today's dates
+(2**-22 s), so nanoseconds are rounded. Why: a model takes numbers, Keras
+and every backend take float64, and ``datetime64`` arrays cannot be packed,
+normalised or saved as JSON statistics. A fill value for such a column
+(``nulls="fill"``) is in seconds too, or a ``datetime``/``date``/
+``numpy.datetime64``, converted the same way. :func:`temporal_columns`
+names the converted columns of a schema (the statistics record them as
+dates) and :func:`seconds_to_arrow` converts seconds back to the Arrow type.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Union
@@ -89,6 +105,102 @@ class Where:
         return f"{self.path}{group}, row {self.first_row + within} of the file"
 
 
+# ------------------------------------------------------------- dates and times
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_DAY = 86_400
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def is_temporal(kind: pa.DataType) -> bool:
+    """A date, timestamp, time of day or duration type (dictionary-encoded or not)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return any(test(kind) for test in (pa.types.is_timestamp, pa.types.is_date, pa.types.is_time, pa.types.is_duration))
+
+
+def temporal_columns(schema: Any) -> dict[str, str]:
+    """``{column: Arrow type}`` of the columns of ``schema`` the sources yield as float64 seconds.
+
+    Anything but a ``pa.Schema`` (a source without one: None) has none.
+    """
+    if not isinstance(schema, pa.Schema):
+        return {}
+    return {field.name: str(field.type) for field in schema if is_temporal(field.type)}
+
+
+def temporal_to_seconds(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A date, timestamp, time or duration column as float64 seconds (module doc); nulls stay nulls.
+
+    Whole seconds and the remainder are converted apart, so nanosecond
+    timestamps lose only float64's own rounding.
+    """
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column = column.cast(kind.value_type)
+        kind = column.type
+    if pa.types.is_date32(kind):
+        return pc.multiply(column.cast(pa.int32()).cast(pa.float64()), float(_DAY))
+    per = 1_000 if pa.types.is_date64(kind) else _PER_SECOND[kind.unit]
+    ints = column.cast(pa.int32() if pa.types.is_time32(kind) else pa.int64()).cast(pa.int64())
+    if per == 1:
+        return ints.cast(pa.float64())
+    whole = pc.divide(ints, per)  # truncated towards zero; the remainder has the sign of the value
+    part = pc.subtract(ints, pc.multiply(whole, per))
+    return pc.add(whole.cast(pa.float64()), pc.divide(part.cast(pa.float64()), float(per)))
+
+
+def temporals_to_seconds(table: pa.Table) -> pa.Table:
+    """``table`` with every date, timestamp, time and duration column as float64 seconds."""
+    for index, column_field in enumerate(table.schema):
+        if is_temporal(column_field.type):
+            table = table.set_column(index, column_field.name, temporal_to_seconds(table.column(index)))
+    return table
+
+
+def seconds_to_arrow(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """The inverse of :func:`temporal_to_seconds`: float64 seconds (NaN: null) as an array of ``kind``.
+
+    Rounded to ``kind``'s unit (a date: the day the second falls in).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    missing = np.isnan(values)
+    finite = np.where(missing, 0.0, values)
+    if pa.types.is_date32(kind):
+        storage = pa.array(np.floor(finite / _DAY).astype(np.int32), mask=missing)
+    else:
+        per = 1_000 if pa.types.is_date64(kind) else _PER_SECOND[kind.unit]
+        ints = np.round(finite * per).astype(np.int64)
+        if pa.types.is_date64(kind):
+            ints = np.floor_divide(ints, _DAY * 1_000) * (_DAY * 1_000)
+        storage = pa.array(ints.astype(np.int32) if pa.types.is_time32(kind) else ints, mask=missing)
+    return storage.view(kind)
+
+
+def datetime64_seconds(values: np.ndarray) -> np.ndarray:
+    """NumPy ``datetime64`` as float64 seconds since the epoch (``timedelta64``: seconds); NaT becomes NaN."""
+    if values.dtype.kind == "M":
+        if np.datetime_data(values.dtype)[0] in ("Y", "M"):  # calendar units have no fixed length in seconds
+            values = values.astype("datetime64[D]")
+        values = values - np.datetime64(0, "s")
+    return values / np.timedelta64(1, "s")
+
+
+def value_seconds(value: Any) -> Any:
+    """A date or time value (Python or NumPy) as float seconds, the way the columns are converted; else ``value``."""
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        return (aware - _EPOCH).total_seconds()
+    if isinstance(value, dt.date):
+        return float((value - dt.date(1970, 1, 1)).days * _DAY)
+    if isinstance(value, dt.time):
+        return value.hour * 3600 + value.minute * 60 + value.second + value.microsecond / 1e6
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return float(datetime64_seconds(np.asarray([value]))[0])
+    return value
+
+
 def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa.Table:
     """Raises on or fills nulls and floating NaN, per the policy.
 
@@ -114,6 +226,8 @@ def apply_null_policy(table: pa.Table, policy: ColumnPolicy, where: Where) -> pa
                 )
             )
         value = policy.fill_for(name, where.row(pc.index(bad, True).as_py()))
+        if pa.types.is_floating(column.type):
+            value = value_seconds(value)  # dates were converted to seconds: so is a date as fill value
         filled = column.fill_null(pa.scalar(value, type=column.type)) if column.null_count else column
         if pa.types.is_floating(filled.type):
             filled = pc.if_else(pc.is_nan(filled), pa.scalar(value, type=filled.type), filled)
@@ -208,7 +322,8 @@ def _pad_lists(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, where: 
 
 
 def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk:
-    """Converts a table to a chunk after applying the null policy."""
+    """Converts a table to a chunk: dates and times to float64 seconds, then the null policy."""
+    table = temporals_to_seconds(table)
     if policy.nulls == "drop":
         keep = _clean_rows(table)
         if keep is not None:

@@ -5,14 +5,26 @@ fragment's chunk in a read thread, then merged into the running total in
 fragment order by the caller. Numeric columns of any shape (scalars or
 fixed-size lists ``(n, d)``) are summarised over *all* their values;
 columns of shape ``(n, h, w, c)`` are images, summarised per channel.
+
+Dates and times are numeric: the Arrow sources yield them as float64
+seconds since the epoch, UTC (``sources/_arrow.py``), and a NumPy
+``datetime64``/``timedelta64`` column (from a ``map``, say) is converted
+the same way here, NaT counted as a null. Their statistics are in the
+seconds a model sees; ``datetime`` records the original type.
+
+A stored vocabulary is capped (:data:`VOCABULARY_CAP` values, the most
+frequent), and a column whose values are mostly distinct keeps only
+:data:`IDENTIFIER_VOCABULARY` (see :func:`vocabulary_cap`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import numpy as np
 
+from ..sources._arrow import datetime64_seconds
 from .moments import Moments, merge_max, merge_min, min_max
 from .sketches import (
     QUANTILE_SAMPLE,
@@ -34,6 +46,81 @@ from .vocabulary import Vocabulary, count_values
 Kind = Literal["numeric", "categorical", "image"]
 QUANTILE_METHODS = ("sample", "kll", "none")
 DISTINCT_MODES = ("categorical", "all", "none")
+
+VOCABULARY_CAP = 10_000
+"""Values a stored vocabulary keeps by default (the most frequent): about 0.4 MB of JSON. Past it,
+values are rare (a 10,001st value is seen in at most 1/10,001 of the rows) and an embedding or
+lookup of them learns little; their rows are counted in ``oov_count``."""
+IDENTIFIER_VOCABULARY = 100
+"""Values kept for a column whose values are mostly distinct (:func:`identifier_like`): enough to
+show its commonest values (a placeholder such as "unknown" stands out), no table-sized copy."""
+IDENTIFIER_MIN_DISTINCT = 1_000
+IDENTIFIER_SHARE = 0.5
+_DATE_TEXT = re.compile(
+    r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}[ -][A-Za-z]{3,9}\.?[ -]\d{2,4}"
+    r"|[A-Za-z]{3,9}\.? \d{1,2},? \d{4})([ T]\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?\s*([AaPp][Mm])?)?"
+    r"\s*(Z|[+-]\d{2}:?\d{2}|UTC|GMT)?\s*$"
+)
+
+_ISO_DATE = re.compile(r"^\s*\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$")
+
+
+def identifier_like(distinct: int, count: int) -> bool:
+    """More than half of the values distinct (and over a thousand of them): an identifier, free text
+    or a date kept as text rather than a category, whose vocabulary would be a copy of the column."""
+    return distinct > max(IDENTIFIER_MIN_DISTINCT, IDENTIFIER_SHARE * count)
+
+
+def vocabulary_cap(distinct: int, count: int, cap: int, *, named: bool) -> int:
+    """How many values a column's stored vocabulary keeps.
+
+    ``cap`` for every categorical column; :data:`IDENTIFIER_VOCABULARY` for
+    one that is :func:`identifier_like`, unless the user ``named`` it
+    categorical (then its vocabulary is wanted: it keeps ``cap``).
+    """
+    if not named and identifier_like(distinct, count):
+        return min(cap, IDENTIFIER_VOCABULARY)
+    return cap
+
+
+def looks_like_dates(values: list) -> str | None:
+    """The first of ``values`` if most of the first 20 are text written like a date, else None."""
+    texts = [value for value in values[:20] if isinstance(value, str)]
+    dated = [text for text in texts if _DATE_TEXT.match(text)]
+    return dated[0] if texts and len(dated) >= 0.8 * len(texts) else None
+
+
+def vocabulary_warning(record: dict, identifier: bool) -> str:
+    """What a truncated vocabulary (a :meth:`ColumnAccumulator.to_record` record) left out, and what to do."""
+    name, distinct, count, cap = record["name"], record["distinct"], record["count"], record["vocabulary_cap"]
+    about = "" if record["vocabulary_exact"] else "about "
+    share = (count - record["oov_count"]) / count if count else 0.0
+    kept = f"its vocabulary keeps the {cap:,} most frequent ({share:.1%} of the values; vocabulary_truncated)"
+    if not identifier:
+        return (
+            f"column {name!r} has {about}{distinct:,} distinct values: {kept}; "
+            "to keep more, raise vocabulary_cap= (and max_vocabulary=, the values counted exactly)"
+        )
+    message = (
+        f"column {name!r} has {about}{distinct:,} distinct values in {count:,}: an identifier, free text or "
+        f"a date kept as text, not a category; {kept}"
+    )
+    example = looks_like_dates([value for value, _ in record["vocabulary"] or []])
+    as_date = f"column_types={{{name!r}: 'timestamp[s]'}}"
+    if example is not None and _ISO_DATE.match(example):
+        message += (
+            f"; it looks like dates (e.g. {example!r}): read it as a date (read_csv({as_date}), or a date "
+            "type in Parquet) and streamfeed yields float64 seconds since the epoch, UTC"
+        )
+    elif example is not None:
+        message += (
+            f"; it looks like dates (e.g. {example!r}) but not in ISO 8601 (2021-01-31T12:00:00), the form "
+            f"read_csv reads as dates: rewrite them so and pass {as_date} (float64 seconds since the epoch, "
+            "UTC), or parse them in a map"
+        )
+    elif record["value_type"] == "str":
+        message += f"; to keep its whole vocabulary anyway, name it: categorical=[{name!r}]"
+    return message
 
 
 def column_kind(name: str, values: np.ndarray, categorical: set[str]) -> Kind:
@@ -77,8 +164,13 @@ class ColumnAccumulator:
         quantiles: str = "sample",
         quantile_sample: int = QUANTILE_SAMPLE,
         distinct: str = "categorical",
+        datetime: str | None = None,
+        vocabulary_cap: int = VOCABULARY_CAP,
+        named: bool = False,
     ) -> None:
         self.name, self.kind, self.dtype = name, kind, dtype
+        self.datetime = datetime  # the original date/time type of a column of seconds
+        self.vocabulary_cap, self.named = vocabulary_cap, named  # named: categorical=[...] lists it
         self.max_vocabulary, self.quantile_k = max_vocabulary, quantile_k
         self.quantile_method, self.distinct_mode = quantiles, distinct
         self.nulls = 0
@@ -100,6 +192,12 @@ class ColumnAccumulator:
         (default: a private fragment counter, unique only within this accumulator)."""
         values, nulls = _nulls(values)
         self.nulls += nulls
+        nat = 0
+        if values.dtype.kind in "mM" and self.kind != "categorical":
+            self.datetime = self.datetime or str(values.dtype)
+            nat = int(np.count_nonzero(np.isnat(values)))
+            self.nulls += nat
+            values = datetime64_seconds(values)  # NaT -> NaN, skipped below like NaN but counted as a null
         if self.kind == "categorical":
             self.vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
             self.vocabulary.add(*count_values(values.reshape(-1) if values.ndim > 1 else values))
@@ -113,7 +211,7 @@ class ColumnAccumulator:
             nan = np.isnan(values)
             count = int(np.count_nonzero(nan))
             if count:
-                self.nans += count
+                self.nans += count - nat
                 values = values[~nan] if self.kind == "numeric" else values
             else:
                 nan = None
@@ -152,6 +250,7 @@ class ColumnAccumulator:
         """Adds ``other`` (a later fragment's summary) into this one; ``cache``: see QuantileSample."""
         self.nulls += other.nulls
         self.nans += other.nans
+        self.datetime = self.datetime or other.datetime
         self.moments = self.moments.merge(other.moments)
         self.channels = self.channels.merge(other.channels)
         self.min, self.max = merge_min(self.min, other.min), merge_max(self.max, other.max)
@@ -186,8 +285,11 @@ class ColumnAccumulator:
             "variance": None,
             "quantile_rank_error": None,
             "distinct": None,
+            "datetime": self.datetime,
             "vocabulary": None,
             "vocabulary_exact": None,
+            "vocabulary_truncated": None,
+            "vocabulary_cap": None,
             "oov_count": None,
             "value_type": None,
             "channel_mean": None,
@@ -202,12 +304,18 @@ class ColumnAccumulator:
         }
         if self.kind == "categorical":
             vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
-            top = vocabulary.top()
+            distinct = int(round(vocabulary.distinct()))
+            cap = vocabulary_cap(
+                distinct, vocabulary.total, min(self.vocabulary_cap, self.max_vocabulary), named=self.named
+            )
+            top = vocabulary.top()[:cap]
             record.update(
                 count=vocabulary.total,
-                distinct=vocabulary.distinct(),
+                distinct=distinct,
                 vocabulary=[[v, c] for v, c in top],
                 vocabulary_exact=vocabulary.exact,
+                vocabulary_truncated=not vocabulary.exact or len(top) < distinct,
+                vocabulary_cap=cap,
                 oov_count=max(0, vocabulary.total - sum(c for _, c in top)),
                 value_type=vocabulary.kind or "str",
             )
@@ -239,7 +347,7 @@ class ColumnAccumulator:
                 quantile_rank_error=kll_rank_error(self.kll.k),
             )
         if self.registers is not None:
-            record["distinct"] = float(min(hll_estimate(self.registers), self.moments.count))
+            record["distinct"] = int(round(min(hll_estimate(self.registers), self.moments.count)))
         return record
 
 

@@ -18,6 +18,12 @@ integer columns by default (``distinct=``).
 
 Shuffle, batch and shard settings of the dataset are ignored: statistics
 describe every row of the source after its per-fragment ``map``/``filter``.
+
+Dates and times are described in the units the pipeline yields them in,
+float64 seconds since the epoch (UTC), so that a normalisation built from
+the statistics fits what the model sees; ``ColumnStats.datetime`` names the
+original type (from the source's schema, or a ``datetime64`` column's
+dtype) and the JSON shows their range as ISO 8601 text.
 """
 
 from __future__ import annotations
@@ -33,7 +39,16 @@ from ..core import chunk_len
 from ..errors import ArgumentError, UnknownNameError, describe
 from ..memory import decode_bytes_limit
 from ..runtime.reader import in_order, read_fragment
-from .accumulate import DISTINCT_MODES, QUANTILE_METHODS, ColumnAccumulator, column_kind, dtype_name
+from ..sources._arrow import temporal_columns
+from .accumulate import (
+    DISTINCT_MODES,
+    QUANTILE_METHODS,
+    VOCABULARY_CAP,
+    ColumnAccumulator,
+    column_kind,
+    dtype_name,
+    vocabulary_warning,
+)
 from .io import source_record
 from .result import ColumnStats, Stats
 from .sketches import NO_THRESHOLD, QUANTILE_SAMPLE, PositionSampler
@@ -78,6 +93,9 @@ def _summarise(
             quantiles=options["quantiles"],
             quantile_sample=options["quantile_sample"],
             distinct=options["distinct"],
+            datetime=options["temporal"].get(name) if values.dtype.kind == "f" else None,
+            vocabulary_cap=options["vocabulary_cap"],
+            named=name in options["categorical"],
         )
         accumulator.add(values, sampler)
         summary.columns[name] = accumulator
@@ -125,6 +143,7 @@ def compute_stats(
     quantiles: str = "sample",
     quantile_sample: int = QUANTILE_SAMPLE,
     distinct: str = "categorical",
+    vocabulary_cap: int = VOCABULARY_CAP,
 ) -> Stats:
     """Statistics of every column of ``dataset`` in one streaming pass.
 
@@ -136,8 +155,16 @@ def compute_stats(
             bools always are); e.g. integer ids.
         label: the label column, whose exact value counts become
             ``label_counts`` (it is also described as a column).
-        max_vocabulary: distinct values kept exactly per categorical column;
-            beyond it a frequent-items sketch estimates the top values.
+        max_vocabulary: distinct values counted exactly per categorical
+            column; beyond it a frequent-items sketch estimates the top values.
+        vocabulary_cap: values a stored vocabulary keeps, the most frequent
+            (default 10,000); the rest are counted in ``oov_count``. A
+            column whose values are mostly distinct (more than 1,000, and
+            more than half of its values: an identifier, free text or a date
+            kept as text) keeps 100, unless it is named in ``categorical``.
+            A truncated vocabulary says so (``vocabulary_truncated``, with
+            ``vocabulary_cap``) and adds a warning to ``Stats.warnings``
+            (also logged), with a hint when the values look like dates.
         quantile_k: the KLL sketch size with ``quantiles="kll"`` (200: 1.33 %
             rank error for one quantile).
         threads: read and summarise threads (default: min(4, CPUs)).
@@ -160,6 +187,10 @@ def compute_stats(
         raise ArgumentError(describe(f"quantiles must be one of {QUANTILE_METHODS}", found=repr(quantiles)))
     if distinct not in DISTINCT_MODES:
         raise ArgumentError(describe(f"distinct must be one of {DISTINCT_MODES}", found=repr(distinct)))
+    if vocabulary_cap < 1:
+        raise ArgumentError(
+            describe("vocabulary_cap counts the values a vocabulary keeps", expected=">= 1", found=str(vocabulary_cap))
+        )
     if quantile_sample < 1:
         raise ArgumentError(
             describe("quantile_sample counts the values kept per column", expected=">= 1", found=str(quantile_sample))
@@ -175,6 +206,8 @@ def compute_stats(
         "quantiles": quantiles,
         "quantile_sample": int(quantile_sample),
         "distinct": distinct,
+        "vocabulary_cap": int(vocabulary_cap),
+        "temporal": _temporal_columns(dataset.source),
     }
     # the best-known key threshold of the merged samples, read by the workers to
     # pre-filter positions; any value at or above the final one gives the same result
@@ -206,6 +239,14 @@ def compute_stats(
         # the records sort each column's sample: in the pool (NumPy sorts without the GIL)
         records = list(pool.map(lambda name: total.columns[name].to_record(), ordered))
     result_columns = {name: ColumnStats.from_dict(record) for name, record in zip(ordered, records)}
+    general_cap = min(int(vocabulary_cap), int(max_vocabulary))
+    warnings = [
+        vocabulary_warning(record, identifier=record["vocabulary_cap"] < general_cap)
+        for record in records
+        if record["vocabulary_truncated"]
+    ]
+    for warning in warnings:
+        logger.warning("stats: %s", warning)
     labels = None
     label_type = None
     if label is not None:
@@ -218,4 +259,10 @@ def compute_stats(
         label_counts=labels,
         source=source_record(dataset),
         label_type=label_type,
+        warnings=warnings,
     )
+
+
+def _temporal_columns(source: Any) -> dict[str, str]:
+    """The columns an Arrow-backed source yields as seconds, with their Arrow types (none for other sources)."""
+    return temporal_columns(getattr(source, "schema", None))

@@ -5,10 +5,18 @@ answered from the stored order statistics of a deterministic sample
 (``quantile_points``; see ``sketches.py`` for the bound) or, for files
 computed with ``quantiles="kll"`` (and older files), from the stored KLL
 sketch, so nothing needs the data again.
+
+Dates and times are numbers here, as the pipeline yields them (float64
+seconds since 1970-01-01 UTC); ``ColumnStats.datetime`` keeps the original
+type, ``min_datetime``/``max_datetime`` give the range as dates and the
+JSON shows it as ISO 8601 text (``min_iso``, ``max_iso``). Python dates in
+a vocabulary or label counts are written as ISO 8601 text and read back
+as dates.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -18,9 +26,11 @@ from typing import Any, Literal, Mapping
 from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
 from .io import check_source
 from .sketches import kll_from_text, point_quantile, points_from_text
-from .vocabulary import decode, encode
+from .vocabulary import ENCODED_IN_JSON, decode, encode
 
 VERSION = 1
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_DATES = ("date", "timestamp", "datetime64")  # original types whose seconds count from the epoch
 
 
 def check_version(data: Mapping[str, Any]) -> None:
@@ -44,8 +54,17 @@ class ColumnStats:
     images); numeric columns with several values per row (fixed-size lists)
     are summarised over all their values. ``variance`` is the population
     variance (ddof=0). ``vocabulary`` lists ``(value, count)`` by count
-    descending then value ascending; exact when ``vocabulary_exact``.
-    ``oov_count`` counts values outside the kept vocabulary.
+    descending then value ascending: the ``vocabulary_cap`` most frequent
+    (``vocabulary_truncated`` when values were left out); counts exact when
+    ``vocabulary_exact``. ``oov_count`` counts values outside the kept
+    vocabulary. ``distinct`` is an integer (an estimate past
+    ``max_vocabulary``, or from HyperLogLog for numeric columns).
+
+    ``datetime`` is the original type of a date, timestamp, time or
+    duration column (``"timestamp[ms, tz=UTC]"``, ``"date32[day]"``,
+    ``"datetime64[s]"``, ...): its values, and so ``min``, ``max``, ``mean``
+    and the quantiles, are float64 seconds (since 1970-01-01 UTC for dates
+    and timestamps), as the pipeline yields them. None for other columns.
     """
 
     name: str
@@ -59,9 +78,12 @@ class ColumnStats:
     mean: float | None = None
     variance: float | None = None
     quantile_rank_error: float | None = None
-    distinct: float | None = None
+    distinct: int | None = None
+    datetime: str | None = None
     vocabulary: list[tuple[Any, int]] | None = None
     vocabulary_exact: bool | None = None
+    vocabulary_truncated: bool | None = None
+    vocabulary_cap: int | None = None
     oov_count: int | None = None
     value_type: str | None = None
     channel_mean: list[float] | None = None
@@ -79,6 +101,27 @@ class ColumnStats:
     def std(self) -> float | None:
         """Population standard deviation."""
         return None if self.variance is None else math.sqrt(self.variance)
+
+    @property
+    def is_date(self) -> bool:
+        """A date or timestamp column: its values are seconds since 1970-01-01 UTC."""
+        return self.datetime is not None and self.datetime.startswith(_DATES)
+
+    def as_datetime(self, seconds: float | None) -> dt.datetime | None:
+        """``seconds`` of this date column as an aware UTC ``datetime`` (None for other columns)."""
+        if seconds is None or not self.is_date or not math.isfinite(seconds):
+            return None
+        return _EPOCH + dt.timedelta(seconds=float(seconds))
+
+    @property
+    def min_datetime(self) -> dt.datetime | None:
+        """The earliest value of a date or timestamp column, UTC."""
+        return self.as_datetime(self.min)
+
+    @property
+    def max_datetime(self) -> dt.datetime | None:
+        """The latest value of a date or timestamp column, UTC."""
+        return self.as_datetime(self.max)
 
     def _kll(self):
         if self.kll is None:
@@ -117,12 +160,20 @@ class ColumnStats:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__ if not name.startswith("_")}
         if self.vocabulary is not None:
             kind = self.value_type or "str"
-            data["vocabulary"] = [[encode(v, kind) if kind in ("bytes",) else v, int(c)] for v, c in self.vocabulary]
+            data["vocabulary"] = [
+                [encode(v, kind) if kind in ENCODED_IN_JSON else v, int(c)] for v, c in self.vocabulary
+            ]
+        if self.is_date:  # for people reading the file; the seconds are what is read back
+            for end in ("min", "max"):
+                moment = self.as_datetime(data[end])
+                data[f"{end}_iso"] = None if moment is None else moment.isoformat()
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ColumnStats":
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and not k.startswith("_")}
+        if known.get("distinct") is not None:
+            known["distinct"] = int(round(known["distinct"]))  # older files wrote floats
         if known.get("vocabulary") is not None:
             kind = known.get("value_type") or "str"
             known["vocabulary"] = [(decode(v, kind), int(c)) for v, c in known["vocabulary"]]
@@ -139,6 +190,7 @@ class Stats:
     label_counts: dict[Any, int] | None = None
     source: dict = field(default_factory=dict)
     label_type: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> ColumnStats:
         try:
@@ -151,7 +203,9 @@ class Stats:
         kind = self.label_type or "str"
         label_counts = None
         if self.label_counts is not None:
-            label_counts = [[encode(v, kind) if kind == "bytes" else v, int(c)] for v, c in self.label_counts.items()]
+            label_counts = [
+                [encode(v, kind) if kind in ENCODED_IN_JSON else v, int(c)] for v, c in self.label_counts.items()
+            ]
         return {
             "version": VERSION,
             "source": self.source,
@@ -160,6 +214,7 @@ class Stats:
             "label_type": self.label_type,
             "label_counts": label_counts,
             "columns": {name: column.to_dict() for name, column in self.columns.items()},
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -174,17 +229,25 @@ class Stats:
             label_counts=None if counts is None else {decode(v, kind): int(c) for v, c in counts},
             source=dict(data.get("source") or {}),
             label_type=data.get("label_type"),
+            warnings=[str(warning) for warning in data.get("warnings") or []],
         )
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        return json.dumps(self.to_dict(), indent=1, default=_json_value)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the JSON atomically (a temporary file, then a rename)."""
+        """Writes the JSON atomically: made in memory first (a value JSON cannot hold raises and
+        writes nothing), then a temporary file renamed into place (removed if that fails)."""
+        text = self.to_json()
         tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(self.to_json())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Stats":
@@ -194,3 +257,25 @@ class Stats:
     def check_source(self, dataset: Any) -> None:
         """Raises :class:`StaleStatsError` naming what changed if ``dataset``'s source differs."""
         check_source(self.source, dataset)
+
+
+def _json_value(value: Any) -> Any:
+    """Values ``json`` cannot write that statistics may still hold: NumPy scalars and arrays, dates as ISO 8601."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (dt.date, dt.time)):  # a datetime is a date
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    raise SchemaError(
+        describe(
+            "The statistics hold a value JSON cannot write; nothing was written",
+            expected="numbers, text, bytes, dates and times",
+            found=f"{type(value).__name__}: {value!r:.80}",
+            fix="describe such a column after a map that turns it into numbers or text",
+        )
+    )

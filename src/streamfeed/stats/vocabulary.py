@@ -8,12 +8,14 @@ DataSketches ``frequent_strings_sketch`` sized to track the cap's worth of
 items (its estimates are within ``total/maxMapSize*0.75`` of the truth),
 and the distinct count into an ``hll_sketch``. Sketch keys are strings, so
 values are encoded by the column's ``value_type`` and decoded on the way
-out: an int vocabulary stays ints.
+out: an int vocabulary stays ints, a vocabulary of Python dates stays dates
+(ISO 8601 text in the sketch and in JSON).
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import math
 from typing import Any
 
@@ -24,23 +26,41 @@ from .sketches import _datasketches
 HLL_LG_K = 12
 
 
+_TYPES: tuple[tuple[str, type], ...] = (
+    ("bytes", bytes),
+    ("str", str),
+    ("int", int),
+    ("float", float),
+    ("datetime", dt.datetime),  # before date: a datetime is a date
+    ("date", dt.date),
+    ("time", dt.time),
+    ("timedelta", dt.timedelta),
+)
+ENCODED_IN_JSON = ("bytes", "datetime", "date", "time", "timedelta")
+"""Value types that JSON cannot hold as they are: written as :func:`encode` text, read back by :func:`decode`."""
+
+
 def value_type(values: list) -> str:
-    """The JSON-able type of a column's values ('str', 'int', 'float', 'bool', 'bytes')."""
+    """The JSON-able type of a column's values ('str', 'int', 'float', 'bool', 'bytes', or a date/time type)."""
     for value in values:
         if isinstance(value, bool):
             return "bool"
-        for name, kind in (("bytes", bytes), ("str", str), ("int", int), ("float", float)):
+        for name, kind in _TYPES:
             if isinstance(value, kind):
                 return name
     return "str"
 
 
 def encode(value: Any, kind: str) -> str:
-    """A value as a sketch key (and as JSON for bytes)."""
+    """A value as a sketch key (and as JSON for :data:`ENCODED_IN_JSON` types); dates and times as ISO 8601."""
     if kind == "bytes":
         return base64.b64encode(value).decode("ascii")
     if kind == "float":
         return repr(float(value))
+    if kind in ("datetime", "date", "time") and hasattr(value, "isoformat"):
+        return value.isoformat()
+    if kind == "timedelta" and isinstance(value, dt.timedelta):
+        return repr(value.total_seconds())
     return str(value)
 
 
@@ -48,6 +68,14 @@ def decode(text: Any, kind: str) -> Any:
     """The inverse of :func:`encode`, also applied to values read back from JSON."""
     if kind == "bytes":
         return base64.b64decode(text)
+    if kind == "datetime":
+        return text if isinstance(text, dt.datetime) else dt.datetime.fromisoformat(text)
+    if kind == "date":
+        return text if isinstance(text, dt.date) else dt.date.fromisoformat(text)
+    if kind == "time":
+        return text if isinstance(text, dt.time) else dt.time.fromisoformat(text)
+    if kind == "timedelta":
+        return text if isinstance(text, dt.timedelta) else dt.timedelta(seconds=float(text))
     if kind == "int":
         return int(text)
     if kind == "float":
