@@ -122,3 +122,20 @@ def test_cli_converts_csv_to_tfrecord_that_reads_back_the_same_rows(tmp_path, ca
     back = _everything(sf.read_tfrecord(tmp_path / "out"))
     assert np.array_equal(back["id"], ids)
     assert np.allclose(back["x"].reshape(-1), ids / 2)  # TFRecord floats are float32
+
+
+def test_dates_and_timestamps_keep_their_types_through_a_conversion(tmp_path):
+    """Sources yield dates as float64 seconds; the converted Parquet stores them as dates again."""
+    source = tmp_path / "d.csv"
+    source.write_text("day,at,x\n2026-01-02,2026-01-02T03:04:05Z,1\n2026-12-31,2026-12-31T23:59:59Z,2\n,,3\n")
+    data = sf.read_csv(source, nulls="fill", fill={"day": float("nan"), "at": float("nan")})
+    convert_to_parquet(data, tmp_path / "out")
+    (shard,) = sorted((tmp_path / "out").glob("*.parquet"))
+    table = pq.read_table(shard)
+    assert pa.types.is_date32(table.schema.field("day").type)
+    assert pa.types.is_timestamp(table.schema.field("at").type) and table.schema.field("at").type.tz == "UTC"
+    assert [str(v) for v in table["day"].to_pylist()] == ["2026-01-02", "2026-12-31", "None"]
+    back = next(iter(sf.read_parquet(tmp_path / "out", nulls="fill", fill=float("nan"))))
+    original = next(iter(data))
+    np.testing.assert_array_equal(back["day"], original["day"])
+    np.testing.assert_array_equal(back["at"], original["at"])

@@ -35,7 +35,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal
+from typing import TYPE_CHECKING, Iterator, Literal, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from .core import Chunk, chunk_len, slice_chunk
 from .errors import SchemaError, describe
 from .inspect.progress import progress as progress_bar
-from .sources._arrow import ROW_SHAPE_METADATA
+from .sources._arrow import ROW_SHAPE_METADATA, is_temporal, seconds_to_arrow
 from .sources._paths import MANIFEST_NAME
 from .sources.images import ImageSource
 from .sources.parquet import METADATA_VERSION, STREAMFEED_METADATA
@@ -73,10 +73,15 @@ def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
     return pa.FixedSizeListArray.from_arrays(flat, width), {ROW_SHAPE_METADATA: json.dumps(list(row_shape)).encode()}
 
 
-def chunk_to_table(chunk: Chunk) -> pa.Table:
+def chunk_to_table(chunk: Chunk, temporal: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+    """``chunk`` as an Arrow table; the ``temporal`` columns (float64 seconds, as sources yield dates) as their type."""
     arrays, fields = [], []
+    temporal = temporal or {}
     for name, values in chunk.items():
-        array, metadata = column_to_arrow(values)
+        if name in temporal and values.dtype.kind == "f":
+            array, metadata = seconds_to_arrow(values, temporal[name]), None
+        else:
+            array, metadata = column_to_arrow(values)
         arrays.append(array)
         fields.append(pa.field(name, array.type, metadata=metadata or None))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
@@ -204,6 +209,8 @@ def convert_to_parquet(
     """
     target = Path(destination)
     meaning = Meaning(dataset.source)
+    schema = getattr(dataset.source, "schema", None)  # Arrow-backed sources: their date and time types
+    temporal = {f.name: f.type for f in schema if is_temporal(f.type)} if isinstance(schema, pa.Schema) else {}
     summary = ConvertSummary(destination=str(target))
     started = time.perf_counter()
     row_group_rows = max(1, min(row_group_rows, int(ROW_GROUP_BYTES // dataset.source.row_bytes)))
@@ -227,7 +234,7 @@ def convert_to_parquet(
                             writer, in_shard = None, 0
                         take = min(shard_rows - in_shard, chunk_len(chunk) - start)
                         piece = meaning.apply(slice_chunk(chunk, start, start + take), str(target))
-                        table = chunk_to_table(piece)
+                        table = chunk_to_table(piece, temporal)
                         if writer is None:
                             name = f"part-{len(publication.shards):05d}.parquet"
                             schema = table.schema.with_metadata(meaning.schema_metadata(list(piece)) or None)
