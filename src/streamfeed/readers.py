@@ -75,7 +75,9 @@ def read_parquet(
             ``report_path``) with exact counts, within the error budget.
 
     Returns:
-        A :class:`streamfeed.Dataset`.
+        A :class:`streamfeed.Dataset`. Dates, timestamps, times and durations
+        come as float64 seconds (since the epoch, UTC; naive timestamps taken
+        as UTC), nulls as NaN under ``nulls="fill"``.
     """
     report = ErrorPolicy(**errors).new_report()
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
@@ -153,7 +155,8 @@ def read_csv(
             counted once, so that yielded + reported == total.
 
     Returns:
-        A :class:`streamfeed.Dataset`.
+        A :class:`streamfeed.Dataset`. Columns typed or inferred as dates or
+        timestamps come as float64 seconds since the epoch (UTC).
     """
     report = ErrorPolicy(**errors).new_report()
     source = CsvSource(
