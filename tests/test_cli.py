@@ -59,3 +59,14 @@ def test_unknown_command_exits_with_usage():
     with pytest.raises(SystemExit) as exc:
         main(["nope"])
     assert exc.value.code == 2
+
+
+def test_from_python_a_failure_raises_unless_caught(tmp_path, capsys):
+    from streamfeed.errors import NotFoundError
+
+    missing = str(tmp_path / "missing.parquet")
+    with pytest.raises(NotFoundError):
+        main(["inspect", missing])
+    assert main(["inspect", missing], catch=True) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and missing in err[0] and err[1].startswith("streamfeed inspect: fix:")

@@ -4,24 +4,42 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from ..errors import describe
 from ..inspect.report import index_like
-from ._backend import choose_keras_backend
+from ._backend import load_keras
+from ._failure import usage
+from ._options import (
+    DEFAULT_BATCH_SIZE,
+    add_format,
+    add_memory_limit,
+    add_reading,
+    batched,
+    names,
+    open_dataset,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="run a pipeline briefly and name its slowest stage")
     bench.add_argument("path", help="file, directory or glob")
-    bench.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
-    bench.add_argument("--batch-size", type=int, default=1024)
-    bench.add_argument("--shuffle-seed", type=int, default=0, help="seed of the shuffle (default 0)")
+    add_format(bench)
+    bench.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"rows per batch (default {DEFAULT_BATCH_SIZE:,}, or fewer if they do not fit --memory-limit: images)",
+    )
+    bench.add_argument(
+        "--seed", "--shuffle-seed", dest="seed", type=int, default=0, help="seed of the shuffle (default 0)"
+    )
     bench.add_argument("--no-shuffle", action="store_true", help="read in source order")
     bench.add_argument("--seconds", type=float, default=10.0, help="run for about this long (default 10)")
     bench.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
     bench.add_argument("--read-threads", type=int, default=None)
-    bench.add_argument("--memory-limit", type=int, default=None, help="bytes for the pipeline's buffers")
+    add_memory_limit(bench)
+    add_reading(bench)
     bench.add_argument(
         "--model",
         choices=["demo"],
@@ -29,31 +47,36 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="feed a real fit loop: 'demo' is the demo's small Dense model (tabular data)",
     )
     bench.add_argument("--label", default=None, help="label column (needed with --model)")
-    bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    bench.add_argument(
+        "--features",
+        default=None,
+        metavar="A,B",
+        help="comma-separated model inputs with --model (default: every column but the label and row indexes)",
+    )
+    bench.add_argument("--json", action="store_true", help="print the report as JSON (the whole of stdout)")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     bench.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..readers import reader_for
-    from ..sources.detect import detect_format
-
     if args.model and not args.label:
-        print("streamfeed bench: --model needs --label, the label column", file=sys.stderr)
-        return 2
-    source_format = args.format or detect_format(args.path)
-    dataset = reader_for(source_format)(args.path)
+        return usage(args, describe("--model needs the label column", fix="pass --label COLUMN"))
+    features = names(args.features)
+    if features and not args.model:
+        return usage(args, describe("--features names the model's inputs", fix="pass --model demo with --label"))
+    named = {"--columns": names(args.columns), "--features": features, "--label": [args.label] if args.label else []}
+    read = list(dict.fromkeys(sum(named.values(), []))) if named["--columns"] or features else None
+    _, dataset = open_dataset(args, args.path, read=read, named=named)
     if not args.no_shuffle:
-        dataset = dataset.shuffle(seed=args.shuffle_seed)
-    dataset = dataset.batch(args.batch_size).with_options(
-        memory_limit=args.memory_limit, read_threads=args.read_threads
-    )
-    model = features = None
+        dataset = dataset.shuffle(seed=args.seed)
+    dataset = dataset.with_options(memory_limit=args.memory_limit, read_threads=args.read_threads)
+    dataset = batched(dataset, args.batch_size, command="bench")
+    model = None
     if args.model == "demo":
-        choose_keras_backend()
+        load_keras(silence=not args.debug)
         from ..demo import build_model
 
-        features = feature_columns(dataset, args.label)
+        features = features or feature_columns(dataset, args.label)
         model = build_model(len(features))
     from ..diagnostics import bench
 
@@ -63,15 +86,16 @@ def run(args: argparse.Namespace) -> int:
         max_batches=args.max_batches,
         model=model,
         label=args.label,
-        features=features,
+        features=features or None,
         progress=False if args.json else None,
     )
     if args.json:
-        print(json.dumps(report.to_dict()))
+        print(json.dumps(report.to_dict()), file=args.out)
     else:
         from rich.console import Console
 
-        (Console() if sys.stdout.isatty() else Console(width=130)).print(report.render())
+        console = Console(file=args.out) if args.out.isatty() else Console(file=args.out, width=130)
+        console.print(report.render())
     return 0
 
 

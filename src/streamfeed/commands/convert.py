@@ -11,6 +11,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ._options import add_format, add_memory_limit, add_reading, detected_format, names, open_dataset
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="rewrite any supported source as sharded Parquet or TFRecord")
@@ -18,31 +20,36 @@ def register(commands: argparse._SubParsersAction) -> None:
     convert.add_argument(
         "destination", type=Path, help="directory for the part-NNNNN files and their manifest (published whole)"
     )
-    convert.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
+    add_format(convert)
     convert.add_argument("--to", choices=["parquet", "tfrecord"], default="parquet", help="output format")
     convert.add_argument("--compression", choices=["GZIP"], default=None, help="TFRecord compression")
     convert.add_argument("--shard-rows", type=int, default=1_000_000, help="rows per output file")
+    add_reading(convert)
     convert.add_argument(
-        "--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it"
+        "--seed", type=int, default=None, help="shuffle the rows with this seed as they are written (default: in order)"
     )
+    add_memory_limit(convert)
     convert.add_argument("--report", type=Path, default=None, help="write skipped input as JSON lines here")
     convert.add_argument(
         "--overwrite", action="store_true", help="replace a previous output in DESTINATION (atomically)"
     )
-    convert.add_argument("--json", action="store_true", help="print the summary as JSON")
+    convert.add_argument("--json", action="store_true", help="print the summary as JSON (the whole of stdout)")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..convert import convert_to_parquet, convert_to_tfrecord
-    from ..readers import reader_for
-    from ..sources.detect import detect_format
 
-    source_format = args.format or detect_format(args.source)
     # images are stored encoded: smaller than pixels, and decoding them back is fast
-    options = {"decode": False} if source_format == "images" else {}
-    dataset = reader_for(source_format)(args.source, on_error=args.on_error, report_path=args.report, **options)
+    options = {"decode": False} if detected_format(args, args.source) == "images" else {}
+    columns = names(args.columns)
+    _, dataset = open_dataset(
+        args, args.source, read=columns or None, named={"--columns": columns}, report_path=args.report, **options
+    )
+    if args.seed is not None:
+        dataset = dataset.shuffle(seed=args.seed)
+    dataset = dataset.with_options(memory_limit=args.memory_limit)
     if args.to == "tfrecord":
         summary = convert_to_tfrecord(
             dataset,
@@ -56,14 +63,15 @@ def run(args: argparse.Namespace) -> int:
             dataset, args.destination, shard_rows=args.shard_rows, progress=None, overwrite=args.overwrite
         )
     if args.json:
-        print(json.dumps(summary.to_dict()))
+        print(json.dumps(summary.to_dict()), file=args.out)
     else:
         skipped = summary.skipped
         print(
-            f"converted {summary.rows:,} rows of {source_format} into {len(summary.files)} {args.to} file(s) "
+            f"converted {summary.rows:,} rows of {args.format} into {len(summary.files)} {args.to} file(s) "
             f"in {summary.destination} ({summary.bytes_written / 2**20:,.1f} MiB, {summary.seconds:,.1f} s); "
-            f"skipped {skipped['skipped_units']} unit(s), {skipped['skipped_rows']} row(s)"
+            f"skipped {skipped['skipped_units']} unit(s), {skipped['skipped_rows']} row(s)",
+            file=args.out,
         )
         for entry in skipped["entries"]:
-            print(f"  skipped {entry['path']} ({entry['location']}): {entry['reason']}")
+            print(f"  skipped {entry['path']} ({entry['location']}): {entry['reason']}", file=args.out)
     return 0

@@ -8,16 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from ._options import add_format, add_memory_limit
+
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from ..inspect import FORMATS
-
     inspect = commands.add_parser(
         "inspect", help="show files, rows, schema and layout of a dataset, and warnings for training"
     )
     inspect.add_argument("path", help="file or directory")
-    inspect.add_argument("--format", choices=FORMATS, default=None, help="format (default: detected from suffixes)")
-    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_format(inspect)
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON (the whole of stdout)")
     inspect.add_argument(
         "--full",
         action="store_true",
@@ -25,9 +25,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     inspect.add_argument("--quality", action="store_true", help="add the data-quality report (one pass over the data)")
     inspect.add_argument("--label", default=None, help="label column for the quality report")
-    inspect.add_argument(
-        "--memory-limit", type=int, default=None, help="bytes the pipeline may use: row groups are checked against it"
-    )
+    add_memory_limit(inspect, "memory the pipeline may use: row groups are checked against it")
     inspect.add_argument("--sample-rows", type=int, default=5, help="sample values per column")
     inspect.add_argument(
         "--html", default=None, metavar="FILE", help="also write a small static HTML report with histograms"
@@ -48,9 +46,11 @@ def run(args: argparse.Namespace) -> int:
 
         write_html(report, args.html)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
+        print(json.dumps(report.to_dict(), indent=1), file=args.out)
     else:
+        from rich.console import Console
+
         from ..inspect.render import render
 
-        render(report)
+        render(report, Console(file=args.out))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ._options import add_format, add_memory_limit, add_reading, names, open_dataset
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     stats = commands.add_parser(
@@ -12,12 +14,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     stats.add_argument("source", help="file, directory or glob")
     stats.add_argument("-o", "--output", type=Path, required=True, help="where to write the statistics JSON")
-    stats.add_argument("--format", default=None, help="source format (default: detected from suffixes)")
+    add_format(stats)
     stats.add_argument("--label", default=None, help="label column: its value counts are recorded")
     stats.add_argument(
         "--categorical", default="", help="comma-separated columns to count as categories (e.g. integer ids)"
     )
-    stats.add_argument("--columns", default="", help="comma-separated columns to describe (default: all)")
     stats.add_argument(
         "--max-vocabulary", type=int, default=100_000, help="distinct values kept exactly per categorical column"
     )
@@ -34,28 +35,24 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="distinct-count estimates for integer/categorical columns (default), all columns, or none",
     )
     stats.add_argument("--threads", type=int, default=None, help="read threads (default: min(4, CPUs))")
-    stats.add_argument(
-        "--on-error", choices=["raise", "skip"], default="raise", help="skip unreadable input and report it"
-    )
+    add_reading(stats)
+    add_memory_limit(stats, "memory for decoding: one image may decode to a quarter of it")
     stats.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     stats.set_defaults(run=run)
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
 def run(args: argparse.Namespace) -> int:
     from ..inspect.progress import progress
-    from ..readers import reader_for
-    from ..sources.detect import detect_format
     from ..stats import compute_stats
 
-    source_format = args.format or detect_format(args.source)
-    dataset = reader_for(source_format)(args.source, on_error=args.on_error)
+    columns = names(args.columns)
+    named = {"--columns": columns, "--label": [args.label] if args.label else []}
+    read = list(dict.fromkeys(sum(named.values(), []))) if columns else None  # the label too
+    source_format, dataset = open_dataset(args, args.source, read=read, named=named)
+    dataset = dataset.with_options(memory_limit=args.memory_limit)
     options = {
-        "columns": _names(args.columns) or None,
-        "categorical": _names(args.categorical),
+        "columns": columns or None,
+        "categorical": names(args.categorical),
         "label": args.label,
         "max_vocabulary": args.max_vocabulary,
         "quantiles": args.quantiles,
@@ -66,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         stats = compute_stats(dataset, progress=lambda done, total: advance(), **options)
     stats.save(args.output)
     if not args.quiet:
-        print(summary(stats, source_format, args.output))
+        print(summary(stats, source_format, args.output), file=args.out)
     return 0
 
 

@@ -2,7 +2,11 @@
 
 By file suffix (``.parquet``, ``.csv.gz``, ``.h5``, ...); for a directory, by
 the suffixes of the files inside (sub-folders of images are an image
-folder). Explicit ``format=`` always wins.
+folder). A directory holding files of several formats is refused, naming
+what it holds: picking the most common one silently would read an image
+folder where the user meant the Parquet files beside it. ``.txt`` files
+count as CSV only where nothing else is (a README beside the data is a
+note). Explicit ``format=`` always wins.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import Source
-from ..errors import ArgumentError, BadInputReport, describe
+from ..errors import ArgumentError, BadInputReport, NotFoundError, describe
 
 SUFFIXES = {
     ".parquet": "parquet",
@@ -41,6 +45,8 @@ SUFFIXES = {
     ".gif": "images",
 }
 _COMPRESSION = (".gz", ".bz2", ".zst", ".zstd")
+_NOTES = (".txt",)  # read as CSV only when a directory holds nothing else
+_GLOB = ("*", "?", "[")
 
 
 def _suffix_format(name: str) -> str | None:
@@ -52,12 +58,15 @@ def _suffix_format(name: str) -> str | None:
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """The format of a file or directory, from suffixes; raises if unclear."""
-    path = Path(path)
+    """The format of a file or directory, from suffixes; raises if it is unclear or the path is missing."""
+    text = os.fspath(path)
+    path = Path(text)
     if not path.is_dir():
         found = _suffix_format(path.name)
         if found:
             return found
+        if "://" not in text and not any(char in text for char in _GLOB) and not path.exists():
+            raise NotFoundError(describe("No such file or directory", where=text, fix="check the path"))
         raise ArgumentError(
             describe(
                 "Cannot tell the format of a file",
@@ -66,15 +75,43 @@ def detect_format(path: str | os.PathLike) -> str:
                 fix="pass --format",
             )
         )
-    counts = collections.Counter(
-        _suffix_format(file.name) for file in path.rglob("*") if file.is_file() and not file.name.startswith((".", "_"))
-    )
-    counts.pop(None, None)
+    counts: collections.Counter[str] = collections.Counter()
+    examples: dict[str, str] = {}  # the first file of each format, to name in a message
+    for file in path.rglob("*"):
+        if file.name.startswith((".", "_")) or not file.is_file():
+            continue
+        name = _suffix_format(file.name)
+        if name is not None:
+            key = "notes" if _is_note(file.name) else name
+            counts[key] += 1
+            examples.setdefault(key, str(file.relative_to(path)))
+    notes = counts.pop("notes", 0)
+    if not counts and notes:
+        counts["csv"], examples["csv"] = notes, examples["notes"]
     if not counts:
         raise ArgumentError(
             describe("No files of a known format in the directory", where=str(path), fix="pass --format")
         )
-    return str(counts.most_common(1)[0][0])
+    if len(counts) > 1:
+        ranked = sorted(counts, key=lambda name: (-counts[name], name))
+        raise ArgumentError(
+            describe(
+                "The directory holds files of several formats",
+                where=str(path),
+                found="; ".join(f"{counts[name]} {name} (such as {examples[name]})" for name in ranked),
+                fix="pass --format " + " or --format ".join(ranked) + ", or point at one format's files "
+                "(a sub-directory or a glob)",
+            )
+        )
+    return next(iter(counts))
+
+
+def _is_note(name: str) -> bool:
+    lowered = name.lower()
+    for compressed in _COMPRESSION:
+        if lowered.endswith(compressed):
+            return False
+    return lowered.endswith(_NOTES)
 
 
 _SOURCE_CLASSES = {
@@ -85,6 +122,7 @@ _SOURCE_CLASSES = {
     "images": ("images", "ImageSource"),
     "tfrecord": ("tfrecord", "TFRecordSource"),
 }
+FORMATS: tuple[str, ...] = tuple(_SOURCE_CLASSES)
 
 
 def open_source(

@@ -1,0 +1,47 @@
+"""Running the real ``streamfeed`` console script, as a user's shell does, and checking how it failed.
+
+Tests call :func:`streamfeed` (a subprocess of the installed entry point,
+not ``cli.main`` in-process), so what they see is what a user sees: the exit
+code, and stdout and stderr as separate streams.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# the entry point installed beside this interpreter (a pyenv shim on PATH would add a shell and a second lookup)
+_BESIDE = Path(sys.executable).with_name("streamfeed")
+SCRIPT = str(_BESIDE) if _BESIDE.exists() else (shutil.which("streamfeed") or "streamfeed")
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The test's environment without anything that changes the CLI's error output."""
+    env = {key: value for key, value in os.environ.items() if key not in ("STREAMFEED_DEBUG", "TF_CPP_MIN_LOG_LEVEL")}
+    env.update(extra)
+    return env
+
+
+def streamfeed(*args: object, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs ``streamfeed ARGS...``; stdout and stderr captured apart, as text."""
+    return subprocess.run(
+        [SCRIPT, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or environment(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def assert_short_failure(proc: subprocess.CompletedProcess, code: int) -> str:
+    """A user's mistake: exit ``code``, no traceback, one or two lines on stderr and nothing on stdout."""
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 2, proc.stderr
+    assert proc.stdout == ""
+    return proc.stderr
