@@ -1,11 +1,7 @@
-"""TFRecord framing, CRC32C and ``tf.train.Example`` decoding, without TensorFlow.
+"""``tf.train.Example`` decoding and encoding, without TensorFlow.
 
-A TFRecord file is a sequence of records, each framed as::
-
-    uint64 length (little endian) | uint32 masked_crc32c(length bytes)
-    data[length]                  | uint32 masked_crc32c(data)
-
-and each record's data is usually a serialized ``tf.train.Example``::
+Each record's data (framed by ``_tfrecord_framing.py``) is usually a
+serialized ``tf.train.Example``::
 
     Example  { Features features = 1; }
     Features { map<string, Feature> feature = 1; }   // entries: key = 1, value = 2
@@ -18,181 +14,38 @@ per map entry and step, not one Python loop iteration per record and field),
 gathers packed floats with one fancy index and decodes packed int64 varints
 with a vectorized varint decoder. Records in an unusual but valid encoding
 (unpacked lists, fields out of canonical order, unknown fields) fall back to
-a small pure-Python parser, so any valid Example decodes.
-
-CRC32C comes from the ``crc32c`` package, else ``google-crc32c``, else a
-pure-Python table (correct but ~1000x slower; a warning says so once).
+a small pure-Python parser, so any valid Example decodes. This is the
+general parser; ``_tfrecord_fast.py`` decodes records that share one byte
+layout much faster and hands every other record to it.
 """
 
 from __future__ import annotations
 
-import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError, describe
+from ._tfrecord_framing import CRC32C_BACKEND as CRC32C_BACKEND
+from ._tfrecord_framing import FOOTER_BYTES as FOOTER_BYTES
+from ._tfrecord_framing import HEADER_BYTES as HEADER_BYTES
+from ._tfrecord_framing import FramingProblem as FramingProblem
+from ._tfrecord_framing import crc32c as crc32c
+from ._tfrecord_framing import crc32c_python as crc32c_python
+from ._tfrecord_framing import frame as frame
+from ._tfrecord_framing import masked_crc as masked_crc
+from ._tfrecord_framing import read_header as read_header
+from ._tfrecord_framing import split_records as split_records
 
-logger = logging.getLogger("streamfeed")
-
-HEADER_BYTES = 12  # uint64 length + uint32 masked CRC of the length
-FOOTER_BYTES = 4  # uint32 masked CRC of the data
 PAD_BYTES = 16  # zero bytes after a buffer so vectorized varint reads never index past it
-_MASK_DELTA = 0xA282EAD8
-_LENGTH = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
 
 Kind = Literal["float", "int64", "bytes"]
 KIND_FIELD = {"bytes": 1, "float": 2, "int64": 3}  # field numbers of Feature's oneof
 FIELD_KIND = {number: kind for kind, number in KIND_FIELD.items()}
 _LIST_NAMES = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}
 _EMPTY = 4  # a Feature with no list set: counts as an empty list of any kind
-
-
-# ----------------------------------------------------------------------- CRC32C
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c_python(data: bytes | memoryview) -> int:
-    """CRC32C (Castagnoli) in pure Python: the fallback when no C package is installed."""
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in bytes(data):
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _pick_crc32c() -> tuple[str, Callable[[bytes | memoryview], int]]:
-    try:
-        import crc32c  # accepts memoryviews; releases the GIL on large buffers
-
-        return "crc32c", crc32c.crc32c
-    except ImportError:
-        pass
-    try:
-        import google_crc32c
-
-        return "google-crc32c", lambda data: google_crc32c.value(bytes(data))
-    except ImportError:
-        pass
-    return "python", crc32c_python
-
-
-CRC32C_BACKEND, crc32c = _pick_crc32c()
-_warned_slow_crc = False
-
-
-def masked_crc(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC32C: rotate right by 15 bits and add a constant."""
-    global _warned_slow_crc
-    if CRC32C_BACKEND == "python" and not _warned_slow_crc:
-        _warned_slow_crc = True
-        logger.warning(
-            "TFRecord checksums use a pure-Python CRC32C (about 10 MB/s); "
-            "pip install 'streamfeed[tfrecord]' (the crc32c package) for hardware speed"
-        )
-    crc = crc32c(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
-
-
-def frame(data: bytes) -> bytes:
-    """One TFRecord record: header, data, footer."""
-    length = _LENGTH.pack(len(data))
-    return b"".join((length, _CRC.pack(masked_crc(length)), data, _CRC.pack(masked_crc(data))))
-
-
-# ---------------------------------------------------------------------- framing
-@dataclass(frozen=True)
-class FramingProblem:
-    """Why the framing of a file stops being readable at ``offset``.
-
-    ``index`` is the number of the first record that could not be framed;
-    after a bad length nothing later can be located reliably, so the rest
-    of the file (``offset`` to its end) is lost. ``records_lost`` is 1 when
-    the file simply ends inside its last record, else unknown (None).
-    """
-
-    index: int
-    offset: int
-    problem: str
-    records_lost: int | None
-
-
-def read_header(block: bytes | memoryview, at: int) -> tuple[int, bool]:
-    """The length declared by the header at ``at`` and whether its CRC matches."""
-    (length,) = _LENGTH.unpack_from(block, at)
-    (expected,) = _CRC.unpack_from(block, at + 8)
-    return length, masked_crc(memoryview(block)[at : at + 8]) == expected
-
-
-def _masked(crcs: list[int]) -> np.ndarray:
-    crc = np.array(crcs, dtype=np.uint64)
-    return (
-        (((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(0xFFFFFFFF)) + np.uint64(_MASK_DELTA)
-    ) & np.uint64(0xFFFFFFFF)
-
-
-def _stored_crcs(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    raw = buf[np.minimum(at[:, None] + np.arange(4), len(buf) - 1)].astype(np.uint64)
-    return raw[:, 0] | (raw[:, 1] << np.uint64(8)) | (raw[:, 2] << np.uint64(16)) | (raw[:, 3] << np.uint64(24))
-
-
-def split_records(data: bytes, count: int) -> tuple[np.ndarray, np.ndarray, list[int], FramingProblem | None]:
-    """Frames ``count`` records from ``data``: data starts, lengths, bad data CRCs.
-
-    Offsets are relative to ``data``. A record whose data CRC does not match
-    is listed (by its position in this block) in the third result and still
-    framed, since its length was good; a bad length or a block that ends
-    early stops framing and is returned as the problem (with index and
-    offset relative to this block). The walk from header to header is the
-    only per-record Python; the CRCs are one C call each and are masked
-    and compared with NumPy.
-    """
-    if CRC32C_BACKEND == "python":
-        masked_crc(b"")  # the one-time warning
-    unpack = _LENGTH.unpack_from
-    size = len(data)
-    heads: list[int] = []
-    at = 0
-    try:
-        for _ in range(count):
-            length = unpack(data, at)[0]
-            heads.append(at)
-            at += length + HEADER_BYTES + FOOTER_BYTES
-    except struct.error:
-        pass
-    view = memoryview(data)
-    buf = np.frombuffer(data, dtype=np.uint8)
-    head = np.array(heads, dtype=np.int64)
-    header_ok = _masked([crc32c(view[h : h + 8]) for h in heads]) == _stored_crcs(buf, head + 8)
-    framed = len(heads) if header_ok.all() else int(np.argmin(header_ok))
-    problem = None
-    if framed < len(heads):
-        problem = FramingProblem(framed, heads[framed], "the length field's CRC does not match", None)
-    head = head[:framed]
-    starts = head + HEADER_BYTES
-    ends = np.append(head[1:], at if framed == len(heads) else heads[framed]) - FOOTER_BYTES if framed else head
-    past = np.flatnonzero(ends + FOOTER_BYTES > size)
-    if len(past):
-        framed = int(past[0])
-        problem = FramingProblem(framed, heads[framed], "a record runs past the end of the data", None)
-    elif problem is None and framed < count:
-        problem = FramingProblem(framed, at, "the data ends inside a record header", None)
-    starts, ends = starts[:framed], ends[:framed]
-    data_ok = _masked([crc32c(view[b:e]) for b, e in zip(starts.tolist(), ends.tolist())]) == _stored_crcs(buf, ends)
-    return starts, ends - starts, np.flatnonzero(~data_ok).tolist(), problem
 
 
 # ------------------------------------------------------------- Example decoding
@@ -358,6 +211,7 @@ def decode_examples(
     ends = starts + lengths
     errors: dict[int, str] = {}
     found, odd = _walk(buf, starts, ends, specs)
+    odd |= _not_packed(buf, found, specs)
     if odd.any():
         buf, raw = _redo_odd(buf, raw, starts, ends, odd, specs, found, errors)
     columns: dict[str, np.ndarray] = {}
@@ -377,6 +231,17 @@ def decode_examples(
             buf, raw, spec, np.where(usable, begin, 0), np.where(usable, end, 0), usable, errors
         )
     return columns, errors
+
+
+def _not_packed(buf: np.ndarray, found: _Walk, specs: Sequence[FeatureSpec]) -> np.ndarray:
+    """Records holding a wanted float or int64 list that is not one packed field (unpacked, or in pieces)."""
+    odd = np.zeros(found.kind.shape[1], dtype=bool)
+    for number in range(len(specs)):
+        kind = found.kind[number]
+        numeric = (kind == KIND_FIELD["float"]) | (kind == KIND_FIELD["int64"])
+        if numeric.any():
+            odd |= numeric & ~_packed(buf, found.begin[number], found.end[number])[2]
+    return odd
 
 
 def _redo_odd(
@@ -496,6 +361,17 @@ def _decode_column(
         keep = np.repeat(~bad, nbytes)
         data = data[keep]
         ok &= ~bad
+    if len(data):  # a varint longer than 10 bytes is its record's fault only
+        ends = data < 0x80
+        starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
+        place = np.arange(len(data)) - np.repeat(starts, np.diff(np.append(starts, len(data))))
+        if place.max() > 9:
+            row_of_byte = np.repeat(np.arange(n), np.where(ok, nbytes, 0))
+            overlong = np.unique(row_of_byte[place > 9])
+            for row in overlong.tolist():
+                errors.setdefault(row, f"feature {name!r} holds a malformed int64_list (a varint longer than 10 bytes)")
+            data = data[~np.isin(row_of_byte, overlong)]
+            ok[overlong] = False
     values, _, well_formed = decode_varints(data)
     out = np.zeros((n, size), dtype=np.int64)
     if not well_formed:
