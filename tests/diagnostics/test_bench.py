@@ -17,7 +17,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.cli import main
-from streamfeed.diagnostics import bench
+from streamfeed.diagnostics import MODEL_BOUND_WAIT_SHARE, bench
 from streamfeed.runtime.metrics import StageMetrics
 
 ROWS, ROW_GROUP, BATCH = 4000, 250, 128
@@ -96,7 +96,7 @@ def test_fast_pipeline_slow_model_is_model_bound_and_slow_pipeline_is_not(parque
 
     class SlowStep(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
-            time.sleep(0.03)
+            time.sleep(0.1)  # far above a fast pipeline's batch time, even on a loaded machine
 
     def model():
         m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(4), keras.layers.Dense(1)])
@@ -114,7 +114,8 @@ def test_fast_pipeline_slow_model_is_model_bound_and_slow_pipeline_is_not(parque
     slow = fast.map(slow_map, name="slow_batch_map")
     report = bench(slow, seconds=0, max_batches=20, model=model(), label="y", features=["f0", "f1"])
     assert report.bottleneck == "batch_op:slow_batch_map", report.verdict
-    assert report.model["input_wait_share"] > 0.5
+    # not model-bound by the verdict's own threshold (a share near 1 idle; 0.47 seen on a loaded machine)
+    assert report.model["input_wait_share"] > MODEL_BOUND_WAIT_SHARE
     json.dumps(report.to_dict())
 
 
