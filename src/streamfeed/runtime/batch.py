@@ -54,7 +54,8 @@ class Batcher:
         start = 0
         while start < rows:
             take = min(self.batch_size - self._held, rows - start)
-            self._pieces.append(slice_chunk(chunk, start, start + take))
+            # The whole chunk (a shuffled piece sized to the batch's room) needs no slicing.
+            self._pieces.append(chunk if take == rows else slice_chunk(chunk, start, start + take))
             self._held += take
             start += take
             end = offset + start

@@ -80,9 +80,12 @@ class UnitBuffer:
     def gather(self, indices: np.ndarray) -> Chunk:
         """Rows at ``indices`` of the loaded unit, as a new chunk."""
         taken = {name: np.take(block[: self._rows], indices, axis=0) for name, block in self._blocks.items()}
+        # A dtype block's columns are its transpose's rows: ``list(block.T)`` makes them all in one call
+        # (measured 18 vs 36 µs a batch for 33 columns, against one ``[:, index]`` each).
+        views = {name: list(block.T) for name, block in taken.items() if name.startswith("dtype:")}
         out: Chunk = {}
         for name, block_name, index in self._layout:
-            out[name] = taken[block_name] if index is None else taken[block_name][:, index]
+            out[name] = taken[block_name] if index is None else views[block_name][index]
         return out
 
 
