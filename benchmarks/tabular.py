@@ -6,10 +6,13 @@ One run measures, side by side on the same generated Parquet files:
   the "generator approach" (pyarrow -> pandas -> tf.data.from_generator),
   and streamfeed unshuffled and shuffled, each in a fresh process, on 1x
   and 4x the data (RSS growth);
-* one-epoch ``model.fit`` throughput on the TensorFlow and JAX backends for
-  in-memory NumPy (the Keras ceiling), the generator approach (TF only), a
-  hand-written row-group ``PyDataset`` and streamfeed's ``to_keras``, at
-  ``steps_per_execution`` 1 and 32, each in a fresh process.
+* one-epoch ``model.fit`` throughput on the TensorFlow, JAX and torch
+  backends for in-memory NumPy and a ``PyDataset`` serving in-memory slices
+  (the model's ceiling is the faster of the two, per backend and
+  ``steps_per_execution``), the generator approach (TF only), a hand-written
+  row-group ``PyDataset`` and streamfeed's ``to_keras`` unshuffled and
+  shuffled, at ``steps_per_execution`` 1 and 32 (torch: 1 only), each in a
+  fresh process, with the process CPU seconds per million rows.
 
 Usage::
 
@@ -55,14 +58,19 @@ ITER_APPROACHES = {
     "streamfeed_keras": "streamfeed to_keras batches, shuffled, no model",
 }
 FIT_APPROACHES = {
-    "numpy": "in-memory NumPy (Keras ceiling)",
-    "pydataset_mem": "PyDataset over in-memory NumPy (diagnostic)",
+    "numpy": "in-memory NumPy",
+    "pydataset_mem": "PyDataset serving in-memory slices",
     "generator": "generator approach (tf.data)",
     "pydataset": "PyDataset reading row groups",
     "streamfeed": "streamfeed to_keras, unshuffled",
     "streamfeed_shuffled": "streamfeed to_keras, shuffle(seed=1)",
 }
 TARGETS = {"iteration": 0.9, "fit": 0.95, "rss_growth": 0.10}
+# The model's ceiling, per backend and steps_per_execution: the faster of these.
+CEILING_APPROACHES = ("numpy", "pydataset_mem")
+FIT_SPES = (1, 32)
+BACKEND_SPES = {"torch": (1,)}  # torch has no compiled multi-step execution worth a row set
+BACKEND_SHORT = {"tensorflow": "TF", "jax": "JAX", "torch": "torch"}
 
 
 # =============================================================== the approaches
@@ -417,6 +425,7 @@ def fit_worker(args) -> dict:
         "first_epoch_s": timer.seconds[0],
         "epoch_s_all": timer.seconds,
         "cpu_s": cpu_s,
+        "cpu_s_per_mrow": cpu_s / rows * 1e6,
         "fit_call_s": fit_s,
         "epochs": args.fit_epochs,
         "loss": float(history.history["loss"][-1]),
@@ -547,7 +556,7 @@ def run_fit(
     backends: list[str],
     size: str = "1x",
     only: list[str] | None = None,
-    spes=(1, 32),
+    spes=FIT_SPES,
     epochs: int = 3,
 ) -> list[dict]:
     results = []
@@ -555,7 +564,7 @@ def run_fit(
         for approach in only or FIT_APPROACHES:
             if approach == "generator" and backend != "tensorflow":
                 continue
-            for spe in spes:
+            for spe in [s for s in spes if s in BACKEND_SPES.get(backend, FIT_SPES)]:
                 C.warm_cache(path)
                 result = C.run_worker(
                     SCRIPT,
@@ -584,8 +593,8 @@ def run_fit(
                     log(
                         f"  fit {size:>3} {backend:10s} {approach:20s} spe={spe:<2} "
                         f"{C.rate(result['rows_per_s']):>10} rows/s "
-                        f"({result['seconds']:.2f} s, loss {result['loss']:.3f})  "
-                        f"peak RSS {C.mib(result['peak_rss'])} MiB"
+                        f"({result['seconds']:.2f} s, {result['cpu_s_per_mrow']:.2f} CPU s/Mrow, "
+                        f"loss {result['loss']:.3f})  peak RSS {C.mib(result['peak_rss'])} MiB"
                     )
     return results
 
@@ -660,48 +669,53 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
     if fits:
         lines.append("")
         backends = list(dict.fromkeys(r["backend"] for r in fits))
-        headers = ["model.fit, 1 epoch"]
-        for backend in backends:
-            for spe in (1, 32):
-                headers.append(f"{backend[:2]} spe={spe} rows/s")
-        for backend in backends:
-            for spe in (1, 32):
-                headers.append(f"{backend[:2]} spe={spe} /np")
-        headers.append("peakRSS MiB (max)")
-        rows = []
-        for approach, label in FIT_APPROACHES.items():
-            row, ratio_cells, peaks = [label], [], []
-            for backend in backends:
-                for spe in (1, 32):
-                    r = _find(fits, backend=backend, approach=approach, spe=spe)
-                    base = _find(fits, backend=backend, approach="numpy", spe=spe)
-                    row.append(C.rate(r and r["rows_per_s"]))
-                    ratio_cells.append(f"{r['rows_per_s'] / base['rows_per_s']:.2f}" if r and base else "-")
-                    if r:
-                        peaks.append(r["peak_rss"])
-                        if base and approach.startswith("streamfeed"):
-                            ratios[f"fit/{backend}/spe{spe}/{approach}_vs_numpy"] = r["rows_per_s"] / base["rows_per_s"]
-            rows.append(row + ratio_cells + [C.mib(max(peaks)) if peaks else "-"])
-        lines.append(C.table(headers, rows))
+        columns = [
+            (b, spe) for b in backends for spe in FIT_SPES if any(r["backend"] == b and r["spe"] == spe for r in fits)
+        ]
+        names = [f"{BACKEND_SHORT.get(b, b)} spe={spe}" for b, spe in columns]
+        ceilings = {}
+        for backend, spe in columns:
+            found = [_find(fits, backend=backend, approach=a, spe=spe) for a in CEILING_APPROACHES]
+            found = [r for r in found if r]
+            ceilings[backend, spe] = max(found, key=lambda r: r["rows_per_s"]) if found else None
+        present = [a for a in FIT_APPROACHES if any(r["approach"] == a for r in fits)]
+        cells = {(a, col): _find(fits, backend=col[0], approach=a, spe=col[1]) for a in present for col in columns}
+
+        def grid(title, show):
+            rows = [[FIT_APPROACHES[a]] + [show(cells[a, col], col) for col in columns] for a in present]
+            return C.table([title] + names, rows)
+
+        def ratio(r, col):
+            ceiling = ceilings[col]
+            return f"{r['rows_per_s'] / ceiling['rows_per_s']:.2f}" if r and ceiling else "-"
+
+        lines.append(grid("model.fit rows/s", lambda r, col: C.rate(r and r["rows_per_s"])))
         lines.append(
-            "  rows/s = best of the epochs after the first of fit(epochs=3), after a 64-step warm-up fit;\n"
-            "  /np = relative to in-memory NumPy on the same backend and steps_per_execution."
-        )
-        cpu_rows = []
-        for approach, label in FIT_APPROACHES.items():
-            row = [label]
-            for backend in backends:
-                for spe in (1, 32):
-                    r = _find(fits, backend=backend, approach=approach, spe=spe)
-                    row.append(f"{r['cpu_s']:.2f} / {r['seconds']:.2f}" if r else "-")
-            cpu_rows.append(row)
-        lines.append("")
-        lines.append(
-            C.table(
-                ["fit epoch: CPU s / wall s"] + [f"{b[:2]} spe={spe}" for b in backends for spe in (1, 32)], cpu_rows
+            "  ceiling = "
+            + "; ".join(
+                f"{name}: {FIT_APPROACHES[c['approach']]}" if c else f"{name}: -"
+                for name, c in zip(names, ceilings.values())
             )
         )
-        lines.append("  CPU s = process CPU time of the timed epoch (training + input pipeline, all threads; 2 cores).")
+        lines.append("")
+        lines.append(grid("fit / the model's ceiling", ratio))
+        lines.append("")
+        lines.append(grid("fit CPU s per M rows", lambda r, col: f"{r['cpu_s_per_mrow']:.2f}" if r else "-"))
+        lines.append("")
+        lines.append(grid("fit peak RSS MiB", lambda r, col: C.mib(r and r["peak_rss"])))
+        lines.append(
+            "  rows/s = best of the epochs after the first of fit(epochs=3), after a 64-step warm-up fit;\n"
+            "  ceiling = the faster of in-memory NumPy and a PyDataset serving in-memory slices, on the same\n"
+            "  backend and steps_per_execution; CPU s per M rows = process CPU time of that epoch (model +\n"
+            "  input pipeline, all threads; on 2 shared cores the pipeline's CPU is taken from the model)."
+        )
+        for a in present:
+            if not a.startswith("streamfeed"):
+                continue
+            for col in columns:
+                r, ceiling = cells[a, col], ceilings[col]
+                if r and ceiling:
+                    ratios[f"fit/{col[0]}/spe{col[1]}/{a}_vs_ceiling"] = r["rows_per_s"] / ceiling["rows_per_s"]
     if fit_memory:
         lines.append("")
         sizes_f = sorted({r["size"] for r in fit_memory}, key=lambda s: int(s.rstrip("x")))
