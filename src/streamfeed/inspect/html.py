@@ -27,7 +27,7 @@ import os
 from typing import Any, Sequence
 
 from .figures import ColumnFigure, Figures, Thumb, compute_figures
-from .report import InspectReport
+from .report import InspectReport, human_size
 
 BLUE, ORANGE, RED, PURPLE, NAVY, BAND, GREY = (
     "#4a7ebb", "#e8a33d", "#d9534f", "#8e5cc4", "#1d4f91", "#c9dbf2", "#98a2b3",
@@ -106,14 +106,6 @@ def _clip(text: str, width: int) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number:,} {noun}" + ("" if number == 1 else "es" if noun.endswith("s") else "s")
-
-
-def _size(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return str(value)
 
 
 def _float(value: Any) -> float | None:
@@ -328,7 +320,7 @@ def _tiles(report: InspectReport, figures: Figures, warnings: int) -> str:
     tiles = [
         ("format", report.format),
         ("files", f"{report.file_count:,}"),
-        ("on disk", _size(report.total_bytes)),
+        ("on disk", human_size(report.total_bytes)),
         ("images" if report.format == "images" else "rows", rows),
     ]
     if report.format == "images":
@@ -540,7 +532,7 @@ def _fragment_card(report: InspectReport, figures: Figures) -> str:
     keep = [i for i, count in enumerate(counts) if count]
     plural = "" if len(rows) == 1 else "s"
     middle = sorted(rows)[len(rows) // 2]
-    bytes_note = f", about {_size(middle * figures.row_bytes)} decoded" if figures.row_bytes else ""
+    bytes_note = f", about {human_size(middle * figures.row_bytes)} decoded" if figures.row_bytes else ""
     return (
         f'<div class="card" id="fragments"><h3>Rows per {noun}</h3><p class="meta">{len(rows):,} {noun}{plural} · '
         f"min {min(rows):,} · median {middle:,}{_e(bytes_note)} · max {max(rows):,}</p>"
@@ -677,7 +669,7 @@ def _size_section(report: InspectReport) -> str:
             f"{bar_chart('', [k for k, _ in shown], [v for _, v in shown], kind='image-sizes', width=540)}</div>"
         )
     if report.size_histogram:
-        labels = [f"{_size(row['low'])} – {_size(row['high'])}" for row in report.size_histogram]
+        labels = [f"{human_size(row['low'])} – {human_size(row['high'])}" for row in report.size_histogram]
         cards.append(
             '<div class="card"><h3>File sizes</h3>'
             f"{bar_chart('', labels, [row['files'] for row in report.size_histogram], kind='file-sizes', width=540)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .report import InspectReport
+from .report import InspectReport, human_size
 
 # C0 and C1 control characters but tab and newline: shown as \xNN, never sent to the terminal
 _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
@@ -22,14 +22,6 @@ def escape(text: Any) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(str(text).translate(_CONTROLS))
-
-
-def _size(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return str(value)
 
 
 def _short(value: Any, width: int = 60) -> str:
@@ -57,7 +49,7 @@ def render(report: InspectReport, console: Any = None) -> None:
     rows = "unknown" if report.rows is None else f"{report.rows:,}" + ("" if _rows_exact(report) else " (estimate)")
     summary = Table(title=escape(report.path), show_header=False, title_justify="left")
     summary.add_row("format", report.format)
-    summary.add_row("files", f"{report.file_count:,} ({_size(report.total_bytes)})")
+    summary.add_row("files", f"{report.file_count:,} ({human_size(report.total_bytes)})")
     summary.add_row("rows", rows)
     for key, value in report.details.items():
         summary.add_row(key.replace("_", " "), escape(_short(value, 100)))
@@ -67,7 +59,7 @@ def render(report: InspectReport, console: Any = None) -> None:
         sizes.add_column("size")
         sizes.add_column("files", justify="right")
         for row in report.size_histogram:
-            sizes.add_row(f"{_size(row['low'])} – {_size(row['high'])}", f"{row['files']:,}")
+            sizes.add_row(f"{human_size(row['low'])} – {human_size(row['high'])}", f"{row['files']:,}")
         console.print(sizes)
     if report.columns:
         columns = Table(title="columns", title_justify="left")

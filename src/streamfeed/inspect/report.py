@@ -200,3 +200,12 @@ def sample_values(values: np.ndarray, count: int) -> list:
         else:
             out.append(_jsonable(value))
     return out
+
+
+def human_size(value: float) -> str:
+    """Bytes as people read them: ``1,234 B``, ``10.3 KiB``, ``2.0 GiB`` (the console and the HTML report agree)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return str(value)
