@@ -90,16 +90,11 @@ class Layout:
 
 # ------------------------------------------------------------------- learning
 def _varint(record: bytes, at: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= end or shift > 63:
-            raise _NotCanonical
-        byte = record[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
+    """The general parser's varint reader; a varint it refuses is simply not a layout to learn."""
+    try:
+        return fmt.read_varint(record, at, end)
+    except ValueError:
+        raise _NotCanonical from None
 
 
 def learn(record: bytes, specs: Sequence[fmt.FeatureSpec]) -> Layout | None:

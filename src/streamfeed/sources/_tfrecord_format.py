@@ -388,7 +388,8 @@ class _Malformed(ValueError):
     pass
 
 
-def _read_varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+def read_varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+    """A protobuf varint at ``data[at:end]``: ``(value, position after it)``; a ValueError if it runs past ``end``."""
     value = shift = 0
     while True:
         if at >= end or shift > 63:
@@ -404,10 +405,10 @@ def _read_varint(data: bytes, at: int, end: int) -> tuple[int, int]:
 def _fields(data: bytes, at: int, end: int):
     """(field number, wire type, value or (begin, end)) of one protobuf message."""
     while at < end:
-        key, at = _read_varint(data, at, end)
+        key, at = read_varint(data, at, end)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, at = _read_varint(data, at, end)
+            value, at = read_varint(data, at, end)
             yield number, wire, value
         elif wire == 1:
             if at + 8 > end:
@@ -415,7 +416,7 @@ def _fields(data: bytes, at: int, end: int):
             yield number, wire, data[at : at + 8]
             at += 8
         elif wire == 2:
-            length, at = _read_varint(data, at, end)
+            length, at = read_varint(data, at, end)
             if at + length > end:
                 raise _Malformed("a length-delimited field runs past its message")
             yield number, wire, (at, at + length)
@@ -474,7 +475,7 @@ def _parse_feature(data: bytes, bounds: tuple[int, int]) -> tuple[str | None, li
             elif kind == "int64" and item_wire == 2:
                 at, stop = item
                 while at < stop:
-                    value, at = _read_varint(data, at, stop)
+                    value, at = read_varint(data, at, stop)
                     values.append(value - (1 << 64) if value >= 1 << 63 else value)
             else:
                 raise _Malformed(f"a {kind} list holds wire type {item_wire}")

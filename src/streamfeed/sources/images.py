@@ -88,6 +88,7 @@ from ._decode import (
     open_header,
     resolve_decoder,
 )
+from ._labels import LABEL_EXPECTED, class_names, is_label, write_label_map
 from ._paths import file_digest, file_stats
 
 Labels = Literal["inferred"]
@@ -310,22 +311,14 @@ def _size(entry: os.DirEntry) -> int:
         return -1  # a broken link: reported as unreadable when probed or read
 
 
-# A label is a sparse class index: Keras matches it against the model's output units, and JAX (without
-# x64, its default) and several Keras ops hold labels as int32, so 2**31 or more would wrap around silently.
-# Gaps are allowed (a validation folder holding some of a larger model's classes); the column is int64.
-LABEL_LIMIT = 2**31
-_LABEL_EXPECTED = f"an int with 0 <= label < 2**31 = {LABEL_LIMIT} (a sparse class index; not a bool, float or str)"
-
-
-def _is_label(value: Any) -> bool:
-    """An int (Python or NumPy, not a bool) in ``0 .. LABEL_LIMIT - 1``: floats are refused even when integral."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(0 <= value < LABEL_LIMIT)
+# Labels (sources/_labels.py): gaps are allowed (a validation folder holding some of a larger model's
+# classes); the column is int64.
 
 
 def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[str, int]:
     """``{class: label}`` from a dict or a JSON file, checked at open: valid, distinct labels.
 
-    Every label must pass :func:`_is_label`; anything else (``-1``, ``3.0``,
+    Every label must pass :func:`~._labels.is_label`; anything else (``-1``, ``3.0``,
     ``True``, ``2**70``) is a :class:`SchemaError` naming the class and the
     value, rather than a label truncated, wrapped or an ``OverflowError``
     when the label column is built.
@@ -347,12 +340,12 @@ def _load_label_map(label_map: Mapping[str, int] | str | os.PathLike) -> dict[st
         )
     mapping: dict[str, int] = {}
     for name, index in given.items():
-        if not _is_label(index):
+        if not is_label(index):
             raise SchemaError(
                 describe(
                     f"The label map gives class {str(name)!r} a label that is not a class index",
                     where=where,
-                    expected=_LABEL_EXPECTED,
+                    expected=LABEL_EXPECTED,
                     found=f"{index!r} ({type(index).__name__})",
                     fix="give every class its own integer label, counting from 0",
                 )
@@ -595,12 +588,11 @@ class ImageSource:
     @property
     def class_names(self) -> list[str]:
         """Class names in label order."""
-        return sorted(self.label_map, key=self.label_map.__getitem__)
+        return class_names(self.label_map)
 
     def save_label_map(self, path: str | os.PathLike) -> None:
         """Writes ``{"class name": label, ...}`` as JSON (reuse it with ``label_map=path``)."""
-        with open(path, "w", encoding="utf-8") as out:
-            json.dump(self.label_map, out, ensure_ascii=False, indent=1)
+        write_label_map(self.label_map, path)
 
     def summary(self) -> dict:
         """Counts of what was read, ignored and found bad when the source opened."""

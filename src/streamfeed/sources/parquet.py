@@ -35,6 +35,7 @@ import pyarrow.fs as pafs
 from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ._arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
+from ._labels import LABEL_EXPECTED, class_names, is_label, write_label_map
 from ._paths import PathLike, file_digest, file_stats, resolve_files
 from ._schema import unify
 
@@ -42,7 +43,6 @@ _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STREAMFEED_METADATA = b"streamfeed"  # the schema metadata key of what ``streamfeed convert`` records
 METADATA_VERSION = 1
-_LABEL_LIMIT = 2**31  # as an image source's labels: sparse class indices that int32 holds
 # pre_buffer=False: pyarrow's pre-buffering made RSS grow with the file (measured)
 _SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=False)
 
@@ -205,7 +205,7 @@ def converted_metadata(schema: pa.Schema, where: str) -> dict:
                 where=where,
                 expected=(
                     f'JSON {{"version": {METADATA_VERSION}, "label_map": {{"class name": label, ...}}, ...}} '
-                    f"with int labels 0 <= label < 2**31 = {_LABEL_LIMIT}, no two alike"
+                    f"with labels {LABEL_EXPECTED}, no two alike"
                 ),
                 found=found,
                 fix=(
@@ -227,7 +227,7 @@ def converted_metadata(schema: pa.Schema, where: str) -> dict:
     if not isinstance(label_map, dict):
         raise refuse(f"a label map that is a JSON {type(label_map).__name__}")
     for name, label in label_map.items():
-        if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < _LABEL_LIMIT:
+        if not is_label(label):
             raise refuse(f"class {name!r} has label {label!r}")
     if len(set(label_map.values())) != len(label_map):
         raise refuse(f"two classes share a label in {label_map}")
@@ -457,12 +457,11 @@ class ParquetSource:
     @property
     def class_names(self) -> list[str]:
         """Class names in label order, from the files' label map (``[]`` without one)."""
-        return sorted(self.label_map, key=self.label_map.__getitem__)
+        return class_names(self.label_map)
 
     def save_label_map(self, path: str | os.PathLike) -> None:
         """Writes ``{"class name": label, ...}`` as JSON, as an image source does (reuse it with ``label_map=path``)."""
-        with open(path, "w", encoding="utf-8") as out:
-            json.dump(self.label_map, out, ensure_ascii=False, indent=1)
+        write_label_map(self.label_map, path)
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns, filter and null policy; taken once, at open."""
