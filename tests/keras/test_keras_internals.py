@@ -164,3 +164,60 @@ def test_a_keras_without_the_epoch_method_warns_and_sets_nothing(monkeypatch):
         monkeypatch.undo()
         _keras_internals.enumerate_code.cache_clear()
     assert _keras_internals.enumerate_code() is not None
+
+
+# ------------------------------------------------ being Keras's data adapter
+class WeightProbe(keras.utils.PyDataset, _keras_internals.data_adapter_base()):
+    """Records the class_weight that the Keras epoch iterator asking for batches was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list = []
+
+    @property
+    def num_batches(self) -> int:
+        _keras_internals.note_class_weight()
+        return 1
+
+    def _batches(self):
+        self.seen.append(_keras_internals.class_weight_for_caller())
+        yield np.ones((2, 1), "float32"), np.zeros((2, 1), "float32")
+
+    def get_tf_dataset(self):
+        import tensorflow as tf
+
+        self.seen.append(_keras_internals.class_weight_for_caller())
+        return tf.data.Dataset.from_tensors((np.ones((2, 1), "float32"), np.zeros((2, 1), "float32")))
+
+    def get_jax_iterator(self):
+        return self._batches()
+
+    def get_torch_dataloader(self):
+        return iter(list(self._batches()))
+
+
+def test_installed_keras_takes_a_data_adapter_as_given():
+    base = _keras_internals.data_adapter_base()
+    assert base.__name__ == _keras_internals.ADAPTER_CLASS and base.__module__ == _keras_internals.ADAPTER_MODULE
+    from keras.src.trainers.data_adapters import get_data_adapter
+
+    probe = WeightProbe()
+    assert get_data_adapter(probe, class_weight={0: 2.0}) is probe
+
+
+def test_the_class_weight_given_to_fit_reaches_the_adapter_per_fit():
+    """Keras drops class_weight for a custom adapter; the hook finds it for the iterator that asks."""
+    inputs = keras.Input((1,))
+    model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    model.compile("sgd", "mse")
+    probe = WeightProbe()
+    model.fit(probe, epochs=1, verbose=0, class_weight={0: 2.0, 1: 0.5})
+    model.fit(probe, epochs=1, verbose=0)
+    first, last = probe.seen[0], probe.seen[-1]
+    assert first == {0: 2.0, 1: 0.5} and last is None
+
+
+def test_a_keras_without_the_adapter_class_warns_and_falls_back(monkeypatch):
+    monkeypatch.setattr(_keras_internals, "ADAPTER_CLASS", "NoSuchAdapter")
+    with pytest.warns(RuntimeWarning, match="cannot be Keras's data adapter"):
+        assert _keras_internals.data_adapter_base() is object

@@ -97,7 +97,9 @@ import functools
 import importlib
 import sys
 import warnings
+import weakref
 from types import CodeType, FrameType
+from typing import Any
 
 from ..errors import describe
 
@@ -185,3 +187,75 @@ def set_epoch_steps(num_batches: int) -> bool:
 @functools.cache
 def _warn_once_no_attribute(class_name: str) -> None:
     _warn_no_steps(f"{class_name} without {STEPS_ATTRIBUTE}")
+
+
+# --------------------------------------------------- being Keras's data adapter
+# What. ``KerasDataset`` is also a ``keras.src.trainers.data_adapters.data_adapter.DataAdapter``,
+# so ``fit``/``evaluate``/``predict`` use it as their data adapter (``get_data_adapter``
+# returns an instance of it unchanged: "Allow passing a custom data adapter") instead of
+# wrapping it in Keras's ``PyDatasetAdapter``. Why: that wrapper crosses from Python to
+# TensorFlow once per batch (``tf.data.Dataset.from_generator``); as the adapter, streamfeed
+# hands TensorFlow blocks of many batches per crossing, and JAX and PyTorch their batches
+# without the per-batch re-indexing and conversions. The class is not in Keras's public API.
+# If it is gone, the base is ``object``, a ``RuntimeWarning`` says so once, and Keras wraps
+# the dataset in its ``PyDatasetAdapter`` as before (slower on TensorFlow, still exact).
+#
+# The price: Keras no longer applies ``fit(class_weight=...)`` for us (``get_data_adapter``
+# drops it when it returns our adapter). Keras's ``EpochIterator.__init__`` reads the
+# adapter's ``num_batches`` right after choosing it, with ``class_weight`` among its locals:
+# :func:`note_class_weight`, called from ``num_batches``, records it for that iterator, and
+# :func:`class_weight_for_caller` finds it again when that iterator asks for its batches.
+# The canaries in ``tests/keras/test_keras_internals.py`` fail when any of this moves.
+ADAPTER_MODULE, ADAPTER_CLASS = "keras.src.trainers.data_adapters.data_adapter", "DataAdapter"
+INIT_METHOD, CLASS_WEIGHT_LOCAL = "__init__", "class_weight"
+_class_weights: "weakref.WeakKeyDictionary[object, Any]" = weakref.WeakKeyDictionary()
+
+
+def data_adapter_base() -> type:
+    """Keras's ``DataAdapter`` class, or ``object`` (with a warning) if this Keras has none."""
+    try:
+        return getattr(importlib.import_module(ADAPTER_MODULE), ADAPTER_CLASS)
+    except (ImportError, AttributeError) as exc:
+        warnings.warn(
+            describe(
+                "streamfeed cannot be Keras's data adapter with this Keras",
+                expected=f"{ADAPTER_MODULE}.{ADAPTER_CLASS}",
+                found=f"{type(exc).__name__}: {exc}",
+                fix="training works through Keras's PyDataset adapter, more slowly on TensorFlow; "
+                "use a Keras version streamfeed supports, or report this Keras version",
+            ),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return object
+
+
+@functools.cache
+def _epoch_iterator_class() -> type | None:
+    try:
+        return getattr(importlib.import_module(MODULE), CLASS)
+    except (ImportError, AttributeError):
+        return None
+
+
+def note_class_weight() -> None:
+    """Records ``class_weight`` if the caller's caller is Keras's ``EpochIterator.__init__``."""
+    cls = _epoch_iterator_class()
+    frame = sys._getframe(2)
+    if cls is None or frame.f_code is not getattr(cls, INIT_METHOD).__code__:
+        return
+    iterator = frame.f_locals.get("self")
+    if iterator is not None:
+        _class_weights[iterator] = frame.f_locals.get(CLASS_WEIGHT_LOCAL)
+
+
+def class_weight_for_caller(depth: int = 8) -> Any:
+    """The ``class_weight`` the Keras epoch iterator asking for batches (on the call stack) was given."""
+    cls = _epoch_iterator_class()
+    frame: FrameType | None = sys._getframe(1)
+    while cls is not None and frame is not None and depth > 0:
+        owner = frame.f_locals.get("self") if "self" in frame.f_code.co_varnames else None
+        if isinstance(owner, cls):
+            return _class_weights.get(owner)
+        frame, depth = frame.f_back, depth - 1
+    return None

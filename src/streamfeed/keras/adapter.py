@@ -28,7 +28,7 @@ from __future__ import annotations
 import collections
 import copy
 import logging
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -37,7 +37,14 @@ from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, describe
 from ..pipeline import Dataset, EpochIterator
 from ..runtime.batch import PAD_MASK
-from ._keras_internals import called_from_epoch_reset, set_epoch_steps
+from . import feeds
+from ._keras_internals import (
+    called_from_epoch_reset,
+    class_weight_for_caller,
+    data_adapter_base,
+    note_class_weight,
+    set_epoch_steps,
+)
 from .encoding import feature_encoding
 from .packing import IDS, W, X, Y, pack_columns
 from .validation import check_model_inputs
@@ -49,8 +56,12 @@ BOOKKEEPING = frozenset({"path", "file", "filename", "id", "ids", "index", "key"
 """Column names never inferred as features: they identify rows, they do not describe them."""
 
 
-class KerasDataset(keras.utils.PyDataset):
+class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[misc]
     """A streamfeed pipeline as Keras input, on every backend.
+
+    It is a ``PyDataset`` and also Keras's data adapter for itself
+    (:mod:`._keras_internals`): TensorFlow gets a ``tf.data.Dataset`` fed in
+    blocks of batches, JAX and PyTorch the batches directly (:mod:`.feeds`).
 
     Args:
         dataset: a batched :class:`streamfeed.Dataset`.
@@ -153,17 +164,24 @@ class KerasDataset(keras.utils.PyDataset):
         self._stream_start: dict | None = None  # the _start object the stream was opened from
         self._checked = model is None
         self._closed_wait_seconds = 0.0  # of streams already closed
+        self.ids = ids
+        self._listeners: list[Callable[[int, tuple, np.ndarray | None], None]] = []
 
     # ------------------------------------------------------------ PyDataset API
     @property
     def num_batches(self) -> int:
         """Batches left in the current epoch (all of them unless resumed mid-epoch)."""
+        note_class_weight()  # Keras's epoch iterator reads this first: see _keras_internals
         return self._num_batches
 
     def __len__(self) -> int:
-        return self.num_batches
+        return self._num_batches
 
     def __getitem__(self, index: int) -> tuple:
+        return self._serve()
+
+    def _serve(self, class_weight: Mapping[int, float] | None = None) -> tuple:
+        """The epoch's next batch as Keras takes it; keeps the state after it."""
         stream = self._stream if self._stream is not None else self._open(begun=False)
         batch, state = self._replay.popleft() if self._replay else self._read(stream)
         self._states[self._served] = state
@@ -173,7 +191,68 @@ class KerasDataset(keras.utils.PyDataset):
         if not self._checked:
             check_model_inputs(self.model, batch, self.features, self.inputs)
             self._checked = True
-        return self._to_keras(batch)
+        if IDS in batch:
+            self._ids.append(batch[IDS])
+        packed = self._to_keras(batch)
+        for listener in self._listeners:  # e.g. DataQualityMonitor; called on the thread Keras reads on
+            listener(self._served - 1, packed, batch.get(IDS))
+        return packed if not class_weight else feeds.with_class_weight(packed, class_weight, keras.config.floatx())
+
+    def _epoch_batches(self, class_weight: Mapping[int, float] | None) -> Iterator[tuple]:
+        """The rest of the epoch Keras began (``on_epoch_begin``), batch by batch."""
+        while self._served < self._num_batches:
+            yield self._serve(class_weight)
+
+    # ------------------------------------------- Keras data adapter (see feeds)
+    def get_tf_dataset(self) -> Any:
+        class_weight = class_weight_for_caller()
+        return feeds.tf_dataset(self._peek(class_weight), lambda: self._epoch_batches(class_weight))
+
+    def get_jax_iterator(self) -> Iterator[tuple]:
+        return self._epoch_batches(class_weight_for_caller())
+
+    def get_numpy_iterator(self) -> Iterator[tuple]:
+        return self._epoch_batches(class_weight_for_caller())
+
+    def get_torch_dataloader(self) -> Any:
+        class_weight = class_weight_for_caller()
+        return feeds.torch_loader(lambda: self._epoch_batches(class_weight))
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.dataset.batch_size
+
+    @property
+    def has_partial_batch(self) -> bool:
+        return self.partial_batch_size is not None
+
+    @property
+    def partial_batch_size(self) -> int | None:
+        size = self.dataset.batch_size
+        rows = self.dataset.num_rows(self._epoch) % size if size and self.dataset.last_batch == "keep" else 0
+        return rows or None
+
+    def _peek(self, class_weight: Mapping[int, float] | None) -> tuple:
+        """The epoch's first batch as Keras will take it, without serving it (it is replayed)."""
+        if self._head is None:  # a stream read past its head: start the epoch afresh
+            self._close_stream()
+        stream = self._stream if self._stream is not None else self._open(begun=False)
+        if not self._head:
+            self._read(stream)
+        assert self._head  # a stream's first batch is always kept
+        self._replay, self._served = collections.deque(self._head), 0
+        if not self._checked:  # TensorFlow traces its step with this batch's shapes before serving any
+            check_model_inputs(self.model, self._head[0][0], self.features, self.inputs)
+            self._checked = True
+        packed = self._to_keras(self._head[0][0])
+        return packed if not class_weight else feeds.with_class_weight(packed, class_weight, keras.config.floatx())
+
+    def add_batch_listener(self, listener: Callable[[int, tuple, np.ndarray | None], None]) -> None:
+        """Calls ``listener(number, packed, ids)`` with every batch served: its number in the epoch (0 first,
+        what ``on_train_batch_end`` receives), the ``(x, y[, w])`` tuple Keras gets and the ``ids`` column
+        (``None`` without ``ids=``). Keras reads ahead and replays peeked batches, so a number may be served
+        again (the same batch) before it is trained."""
+        self._listeners.append(listener)
 
     def _read(self, stream: EpochIterator) -> tuple[Chunk, dict]:
         try:
@@ -243,8 +322,6 @@ class KerasDataset(keras.utils.PyDataset):
         self._head, self._replay = [], collections.deque()
 
     def _to_keras(self, batch: Chunk) -> tuple:
-        if IDS in batch:
-            self._ids.append(batch[IDS])
         weight = batch.get(W)
         if PAD_MASK in batch:
             weight = batch[PAD_MASK] if weight is None else weight * batch[PAD_MASK]
