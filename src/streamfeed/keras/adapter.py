@@ -48,6 +48,7 @@ from ._keras_internals import (
 from .encoding import feature_encoding
 from .packing import IDS, W, X, Y, pack_columns
 from .validation import check_model_inputs
+from .workers import check_workers_agree, jax_gather
 
 logger = logging.getLogger("streamfeed")
 _KEEP_STATES = 4096  # far more batches than any Keras read-ahead
@@ -273,6 +274,9 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         return entry
 
     def on_epoch_begin(self) -> None:
+        # Several training processes (JAX multi-process) must run the same steps from the same
+        # position, or the one with fewer leaves the others waiting forever: see workers.py.
+        check_workers_agree(self._epoch, self._num_batches, self._start, jax_gather())
         self._open(begun=True)
         # Keras fixed its step count when fit began, before a checkpoint
         # restored a mid-epoch state: a resumed epoch is shorter, and Keras

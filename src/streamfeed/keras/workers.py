@@ -1,0 +1,86 @@
+"""Training processes agree on their data before each epoch, or all stop with the same error.
+
+In synchronous data-parallel training every process runs the same number of
+steps: a process with one step fewer leaves the others waiting forever in
+the next collective (measured with two JAX processes: both deadlocked, one
+in ``process_allgather`` at the next epoch). So before each epoch Keras
+begins, every process's :class:`~streamfeed.keras.KerasDataset` shares, with
+the training framework's own collective, what must be equal: the data epoch,
+the number of steps Keras will run, and a digest of where the epoch starts
+(the state, whose fingerprint names the source files, the settings and, for
+a sharded dataset, the lanes and the global batch — not the worker). Every
+process compares the same gathered table, so every process raises the same
+:class:`~streamfeed.errors.StateError`, naming each worker's values, instead
+of one raising and the rest hanging.
+
+Where there is no multi-process runtime (one process; TensorFlow and
+PyTorch, whose multi-worker paths are not used by ``fit`` here) nothing is
+exchanged. JAX is detected only if the program imported it and the Keras
+backend is JAX.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import StateError, describe
+
+Gather = Callable[[np.ndarray], np.ndarray]
+"""Stacks each process's 1-D int64 array into a ``(processes, n)`` array, on every process."""
+
+
+def state_digest(state: Mapping[str, Any]) -> int:
+    """A 63-bit digest of a JSON-able state (where an epoch starts, with its fingerprint)."""
+    text = json.dumps(state, sort_keys=True, default=str).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1
+
+
+def jax_gather() -> Gather | None:
+    """JAX's ``process_allgather`` when this program runs several JAX processes under Keras's JAX backend."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    import keras
+
+    if keras.backend.backend() != "jax" or jax.process_count() <= 1:
+        return None
+    from jax.experimental import multihost_utils
+
+    return lambda values: np.asarray(multihost_utils.process_allgather(values))
+
+
+def check_workers_agree(epoch: int, steps: int, start: Mapping[str, Any], gather: Gather | None) -> None:
+    """Raises the same StateError on every process when their epoch, steps or start differ."""
+    if gather is None:
+        return
+    mine = np.array([epoch, steps, state_digest(start)], dtype=np.int64)
+    table = np.asarray(gather(mine)).reshape(-1, 3)
+    if (table == table[0]).all():
+        return
+    raise StateError(disagreement(table.tolist()))
+
+
+def disagreement(table: Sequence[Sequence[int]]) -> str:
+    """The message every process raises, from the gathered ``[epoch, steps, start digest]`` rows."""
+    names = ("data epoch", "steps", "start")
+    differing = [name for column, name in enumerate(names) if len({row[column] for row in table}) > 1]
+    found = "; ".join(
+        f"worker {worker}: "
+        + ", ".join(
+            f"{name} {row[names.index(name)]:x}" if name == "start" else f"{name} {row[names.index(name)]}"
+            for name in differing
+        )
+        for worker, row in enumerate(table)
+    )
+    return describe(
+        f"The training processes disagree on their data before an epoch ({', '.join(differing)})",
+        expected="every process at the same data epoch, with the same number of steps, from the same state",
+        found=found,
+        fix="give every worker the same files and settings with .shard(index, count) (equal steps by "
+        "construction), and restore the same saved state on all of them",
+    )
