@@ -62,25 +62,28 @@ def check_workers_agree(epoch: int, steps: int, start: Mapping[str, Any], gather
     table = np.asarray(gather(mine)).reshape(-1, 3)
     if (table == table[0]).all():
         return
-    raise StateError(disagreement(table.tolist()))
+    differing, found = disagreement(table.tolist())
+    raise StateError(
+        describe(
+            f"The training processes disagree on their data before an epoch ({', '.join(differing)})",
+            expected="every process at the same data epoch, with the same number of steps, from the same state",
+            found=found,
+            fix="give every worker the same files and settings with .shard(index, count) (equal steps by "
+            "construction), and restore the same saved state on all of them",
+        )
+    )
 
 
-def disagreement(table: Sequence[Sequence[int]]) -> str:
-    """The message every process raises, from the gathered ``[epoch, steps, start digest]`` rows."""
+def disagreement(table: Sequence[Sequence[int]]) -> tuple[list[str], str]:
+    """What differs, and each worker's values of it, from the gathered ``[epoch, steps, start digest]`` rows."""
     names = ("data epoch", "steps", "start")
     differing = [name for column, name in enumerate(names) if len({row[column] for row in table}) > 1]
+
+    def shown(row: Sequence[int], name: str) -> str:
+        value = row[names.index(name)]
+        return f"{name} {value:x}" if name == "start" else f"{name} {value}"
+
     found = "; ".join(
-        f"worker {worker}: "
-        + ", ".join(
-            f"{name} {row[names.index(name)]:x}" if name == "start" else f"{name} {row[names.index(name)]}"
-            for name in differing
-        )
-        for worker, row in enumerate(table)
+        f"worker {worker}: " + ", ".join(shown(row, name) for name in differing) for worker, row in enumerate(table)
     )
-    return describe(
-        f"The training processes disagree on their data before an epoch ({', '.join(differing)})",
-        expected="every process at the same data epoch, with the same number of steps, from the same state",
-        found=found,
-        fix="give every worker the same files and settings with .shard(index, count) (equal steps by "
-        "construction), and restore the same saved state on all of them",
-    )
+    return differing, found
