@@ -199,7 +199,10 @@ def test_shards_partition_the_rows(factory: Factory, tmp_path, count: int, shuff
             parts.append(ids)
         everything = np.concatenate(parts)
         assert len(np.unique(everything)) == len(everything), "shards overlap"
-        assert_exactly_once(everything, expected)
+        # Equal shards (issue 12): the rows % count rows that do not deal evenly are left out and reported.
+        dropped = ds.shard(0, count).shard_report(epoch)["dropped_rows"]
+        assert dropped == len(expected) % count
+        assert len(everything) == len(expected) - dropped and set(everything) <= set(expected.tolist())
 
 
 @pytest.mark.parametrize("factory", FACTORIES)

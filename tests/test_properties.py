@@ -264,5 +264,5 @@ def test_pipeline_yields_every_row_once_across_shards(small_file, seed, window, 
         assert kept == (rows - rows % batch_size if last_batch == "drop" else rows)
     seen = np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
     assert len(np.unique(seen)) == len(seen), "a row came out twice"
-    if last_batch != "drop":
-        np.testing.assert_array_equal(np.sort(seen), np.arange(403))
+    if last_batch != "drop":  # equal shards (issue 12): the last 403 % count rows of the epoch's order are left out
+        assert len(seen) == 403 - 403 % count and set(seen.tolist()) <= set(range(403))

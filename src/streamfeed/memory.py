@@ -115,8 +115,12 @@ def plan_layout(
     prefetch: int | None,
     memory_limit: int | None,
     largest_fragment_rows: float | None = None,
+    max_window: int = MAX_DEFAULT_WINDOW,
 ) -> Layout:
     """The largest layout within ``memory_limit`` (the library's default if None).
+
+    ``max_window`` caps the default window (a sharded epoch keeps its read
+    units small next to its lanes, see ``Dataset._plan_layout``).
 
     Buffers are sized from the mean fragment, but the largest one must fit
     too (read, and converted once): a single huge fragment, such as a bz2
@@ -143,7 +147,7 @@ def plan_layout(
     else:
         per_fragment = max(1.0, row_bytes * fragment_rows)
         chosen_window = int(limit // (4 * per_fragment))  # 2 for assembly + 2 for reading ahead
-        chosen_window = max(1, min(MAX_DEFAULT_WINDOW, chosen_window))
+        chosen_window = max(1, min(MAX_DEFAULT_WINDOW, max_window, chosen_window))
     ahead = max(threads, chosen_window) if shuffled else 2 * threads
 
     def size(ahead_: int, window_: int, depth_: int) -> int:

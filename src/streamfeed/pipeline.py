@@ -45,14 +45,15 @@ from .errors import (
     UserFunctionError,
     describe,
 )
-from .memory import DEFAULT_MEMORY_LIMIT, Layout, decode_bytes_limit, plan_layout
-from .plan import EpochPlan, make_epoch_plan
+from .memory import DEFAULT_MEMORY_LIMIT, MAX_DEFAULT_WINDOW, Layout, decode_bytes_limit, plan_layout
+from .plan import EpochPlan, Lanes, Remainder, deal_lanes, make_epoch_plan
 from .runtime.background import BackgroundIterator
 from .runtime.batch import PAD_MASK, LastBatch, num_batches
 from .runtime.epoch import produce_epoch
+from .runtime.lanes import produce_lanes
 from .runtime.reader import op_place, read_fragment
 from .runtime.spec import EpochSpec, Op
-from .state import make_state, parse_state
+from .state import make_lane_state, make_state, parse_lane_state, parse_state
 
 if TYPE_CHECKING:
     from .keras.adapter import KerasDataset
@@ -205,6 +206,8 @@ class Dataset:
     memory_limit: int | None = None
     shard_index: int = 0
     shard_count: int = 1
+    lanes: int | None = None  # set by shard(): the epoch is dealt in this many equal lanes
+    remainder: Remainder = "drop"
     metrics: "bool | StageMetrics" = field(default=False, compare=False, repr=False)
     sampler: "BalancedSampler | None" = None
     _counts: dict = field(default_factory=dict, compare=False, repr=False)
@@ -303,11 +306,52 @@ class Dataset:
         """Keeps up to ``depth`` finished batches ready in a background thread."""
         return self._with(prefetch_depth=int(depth))
 
-    def shard(self, index: int, count: int) -> "Dataset":
-        """Keeps this worker's share of fragments; the shards partition the data."""
+    def shard(self, index: int, count: int, *, lanes: int | None = None, remainder: Remainder = "drop") -> "Dataset":
+        """Keeps worker ``index`` of ``count``'s equal share of every epoch.
+
+        The epoch's order (the unsharded dataset's, for the seed and epoch)
+        is cut into ``lanes`` contiguous lanes of equal length (default:
+        ``count``); this worker serves lanes ``index * lanes / count`` to
+        ``(index + 1) * lanes / count - 1``. Its batch at step ``t`` is its
+        lanes' ``t``-th slices of ``count * batch_size / lanes`` rows, so
+        every worker has the same steps and batch sizes, and the global
+        batches (all workers' step-``t`` batches in worker order) are the
+        same for any ``count`` dividing ``lanes``: keep ``lanes`` and the
+        global batch and a saved state resumes with another worker count.
+        The ``rows % lanes`` rows that cannot be dealt evenly are
+        ``remainder="drop"``: left out (logged, see :meth:`shard_report`),
+        or ``"pad"``: lanes filled with repeated rows of weight 0 (the
+        padding mask the Keras adapter turns into sample weights).
+        """
+        lanes = count if lanes is None else lanes
+        for name, value in (("count", count), ("lanes", lanes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(describe(f"Invalid shard {name}", expected="an integer >= 1", found=repr(value)))
         if not 0 <= index < count:
             raise ArgumentError(describe("Invalid shard index", expected=f"in [0, {count})", found=f"{index}"))
-        return self._with(shard_index=int(index), shard_count=int(count))
+        if lanes % count:
+            valid = [n for n in range(1, lanes + 1) if lanes % n == 0]
+            raise ArgumentError(
+                describe(
+                    "The worker count must divide the lanes",
+                    expected=f"a count dividing lanes={lanes}: one of {valid}",
+                    found=f"count={count}",
+                    fix=f"run {valid} workers, or keep the lanes the job was started with and pick such a count",
+                )
+            )
+        if remainder not in ("drop", "pad"):
+            raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
+        if self.sampler is not None:
+            raise ArgumentError(
+                describe(
+                    "balance() cannot be combined with shard()",
+                    expected="an unbalanced dataset to shard",
+                    fix="shard a dataset without balance(), or balance without sharding",
+                )
+            )
+        if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
+            return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
+        return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
 
     def with_options(
         self,
@@ -419,8 +463,9 @@ class Dataset:
                 seed=self.seed,
                 epoch=epoch,
                 window=self.layout().window,
-                shard_index=self.shard_index,
-                shard_count=self.shard_count,
+                # Sharded, the plan is the unsharded one: lanes cut its row order (runtime/lanes.py).
+                shard_index=0 if self.lanes is not None else self.shard_index,
+                shard_count=1 if self.lanes is not None else self.shard_count,
             )
         return self._memo[key]
 
@@ -434,26 +479,43 @@ class Dataset:
         fragments = self.source.fragments
         rows = [fragment.num_rows for fragment, ok in zip(fragments, self._fitting()) if ok] or [0]
         fragment_rows = max(1.0, float(np.mean(rows)))
-        return plan_layout(
+        limit, batch_rows = self.memory_limit, self.batch_size or int(fragment_rows)
+        max_window = MAX_DEFAULT_WINDOW
+        if self.lanes is not None:
+            # Sized per lane, so that the window (and so the global order) does not depend on the worker count.
+            limit = (self.memory_limit or DEFAULT_MEMORY_LIMIT) // self.lanes
+            batch_rows = self._lane_batch() if self.batch_size else batch_rows
+            # A lane reads every unit it overlaps: units of at most 1/4 of a lane's fragments keep a
+            # worker's reads near its share (measured: 35-fragment units of 41 fragments made each of
+            # 2 workers read 34 and 41 of the 41).
+            max_window = max(1, len(fragments) // (4 * self.lanes))
+        layout = plan_layout(
             row_bytes=float(self.source.row_bytes),
             fragment_rows=fragment_rows,
-            batch_rows=self.batch_size or int(fragment_rows),
+            batch_rows=batch_rows,
             shuffled=self.shuffled,
             window=self.window,
             read_threads=self.read_threads,
             prefetch=self.prefetch_depth,
-            memory_limit=self.memory_limit,
+            memory_limit=limit,
             largest_fragment_rows=float(max(rows)),
+            max_window=max_window,
         )
+        return dataclasses.replace(layout, decode_bytes=decode_bytes_limit(self.memory_limit))
 
     def num_rows(self, epoch: int = 0) -> int:
-        """Rows this shard yields per epoch (before last-batch dropping)."""
+        """Rows this shard yields per epoch (before last-batch dropping; sharded: filler rows included)."""
+        if self.lanes is not None:
+            return len(self._worker_lanes()) * self._lanes(epoch).length
         return self.epoch_plan(epoch).total_rows
 
     def num_batches(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> int:
         """Batches this shard yields in ``epoch``, or from a saved ``state`` to its epoch's end."""
         if self.batch_size is None:
             raise ArgumentError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
+        if self.lanes is not None:
+            epoch, done = self._lane_start(epoch, state)
+            return self._steps(epoch) - done
         epoch, start = self._start(epoch, state)
         plan = self.epoch_plan(epoch)
         rows = plan.total_rows - plan.rows_before(start.unit) - start.offset
@@ -470,6 +532,7 @@ class Dataset:
                 batch_ops = batch_ops + (_keeping_pad_mask(self.pack),)
             else:
                 row_ops = row_ops + (self.pack,)
+        sharded = self.lanes is not None and self.batch_size is not None
         return EpochSpec(
             epoch=epoch,
             fragments=self.source.fragments,
@@ -477,13 +540,78 @@ class Dataset:
             layout=self.layout(),
             row_ops=row_ops,
             batch_ops=batch_ops,
-            batch_size=self.batch_size,
+            batch_size=self._lane_batch() if sharded else self.batch_size,
             last_batch=self.last_batch,
             seed=self.seed,
-            shard_index=self.shard_index,
+            shard_index=0 if self.lanes is not None else self.shard_index,  # lanes cut the unsharded order
             sampler=self.sampler,
             report=self.report,
+            lanes=self._lanes(epoch) if sharded else None,
+            worker_lanes=self._worker_lanes() if sharded else (),
         )
+
+    # ---------------------------------------------------------------- sharding
+    def _lane_batch(self) -> int:
+        """Rows each lane gives a step: the global batch (workers x batch_size) over the lanes."""
+        lanes, count, size = cast(int, self.lanes), self.shard_count, cast(int, self.batch_size)
+        if size * count % lanes:
+            multiple = lanes // count
+            lower, upper = size // multiple * multiple, -(-size // multiple) * multiple
+            raise ArgumentError(
+                describe(
+                    "The global batch does not split evenly into the lanes",
+                    expected=f"batch_size x count divisible by lanes: a batch_size that is a multiple of {multiple}",
+                    found=f"batch_size={size}, count={count}, lanes={lanes}",
+                    fix=f"use batch({upper})" + (f" or batch({lower})" if lower else ""),
+                )
+            )
+        return size * count // lanes
+
+    def _worker_lanes(self) -> tuple[int, ...]:
+        per = cast(int, self.lanes) // self.shard_count
+        return tuple(range(self.shard_index * per, (self.shard_index + 1) * per))
+
+    def _lanes(self, epoch: int) -> Lanes:
+        """The epoch's order cut into lanes (the rows left out are logged once per epoch)."""
+        key = ("lanes", epoch)
+        if key not in self._memo:
+            lanes = deal_lanes(self._read_plan(epoch).total_rows, cast(int, self.lanes), self.remainder)
+            if lanes.dropped:
+                logger.info(
+                    "shard: epoch %d leaves out its last %d of %d rows (rows %d..%d of its order): they do not "
+                    "split into %d equal lanes (remainder='drop'; remainder='pad' serves them, see shard_report)",
+                    epoch,
+                    lanes.dropped,
+                    lanes.rows,
+                    lanes.rows - lanes.dropped,
+                    lanes.rows - 1,
+                    lanes.count,
+                )
+            self._memo[key] = lanes
+        return self._memo[key]
+
+    def _steps(self, epoch: int) -> int:
+        """Steps of a sharded epoch: every worker's, the same as one lane's slices."""
+        return num_batches(self._lanes(epoch).length, self._lane_batch(), self.last_batch)
+
+    def shard_report(self, epoch: int = 0) -> dict:
+        """How ``epoch`` is dealt: rows, lanes, this worker's lanes, steps, and the rows left out or padded."""
+        if self.lanes is None:
+            raise ArgumentError(describe("shard_report() needs shard()", fix="call .shard(index, count) first"))
+        lanes = self._lanes(epoch)
+        return {
+            "epoch": epoch,
+            "rows": lanes.rows,
+            "lanes": lanes.count,
+            "lane_rows": lanes.length,
+            "remainder": lanes.remainder,
+            "dropped_rows": lanes.dropped,
+            "dropped": [lanes.rows - lanes.dropped, lanes.rows] if lanes.dropped else None,  # rows [a, b) of the order
+            "padded_rows": lanes.padded,
+            "worker": [self.shard_index, self.shard_count],
+            "worker_lanes": list(self._worker_lanes()),
+            "steps": self._steps(epoch) if self.batch_size else None,
+        }
 
     # --------------------------------------------------------------- iterating
     def iter_epoch(
@@ -497,6 +625,13 @@ class Dataset:
         ``with_options(metrics=)``) times the stages; read them with
         :meth:`EpochIterator.metrics`.
         """
+        if self.lanes is not None:
+            if self.batch_size is None:
+                raise ArgumentError(
+                    describe("A sharded dataset is served in batches", fix="call .batch(batch_size) after .shard()")
+                )
+            epoch, done = self._lane_start(epoch, state)
+            return EpochIterator(self, epoch, done, metrics=self.metrics if metrics is None else metrics)
         epoch, start = self._start(epoch, state)
         return EpochIterator(self, epoch, start, metrics=self.metrics if metrics is None else metrics)
 
@@ -523,6 +658,7 @@ class Dataset:
                 "batch_size": self.batch_size,
                 "last_batch": self.last_batch,
                 "shard": [self.shard_index, self.shard_count],
+                **(self._lane_fingerprint() if self.lanes is not None else {}),
                 "ops": {
                     "per_fragment": [_identity_of(op) for op in self.row_ops],
                     "per_batch": [_identity_of(op) for op in self.batch_ops],
@@ -531,12 +667,32 @@ class Dataset:
             }
         return self._memo["fingerprint"]
 
+    def _lane_fingerprint(self) -> dict:
+        """Sharded: the lanes, the global batch and the policies, never the worker index or count."""
+        size = self.batch_size
+        return {
+            "batch_size": None if size is None else self._lane_batch(),  # each lane's rows per step
+            "shard": {
+                "lanes": self.lanes,
+                "global_batch": None if size is None else size * self.shard_count,
+                "remainder": self.remainder,
+            },
+        }
+
     def initial_state(self, epoch: int = 0) -> dict:
         """The state at the start of ``epoch``: restoring it starts that epoch afresh."""
+        if self.lanes is not None:
+            return make_lane_state(epoch, 0, self._fingerprint())
         return self._make_state(epoch, Position())
 
     def _make_state(self, epoch: int, position: Position) -> dict:
         return make_state(epoch, position, self._fingerprint())
+
+    def _lane_start(self, epoch: int, state: Mapping[str, Any] | None) -> tuple[int, int]:
+        """Where a sharded epoch starts: ``(epoch, global batches done)``, from a saved state if given."""
+        if state is None:
+            return self._start(epoch, None)[0], 0
+        return parse_lane_state(state, self._fingerprint(), self.shard_count, self._steps)
 
     def _start(self, epoch: int, state: Mapping[str, Any] | None) -> tuple[int, Position]:
         """Where an epoch starts: at its beginning, or where a saved state says (checked)."""
@@ -571,6 +727,14 @@ class Dataset:
         """
         from .sampling import make_sampler
 
+        if self.lanes is not None:
+            raise ArgumentError(
+                describe(
+                    "balance() cannot be combined with shard()",
+                    expected="an unsharded dataset to balance",
+                    fix="balance without sharding, or shard a dataset without balance()",
+                )
+            )
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
@@ -605,7 +769,8 @@ class Dataset:
         """
         if all(hasattr(op, "new_columns") for op in self.row_ops + self.batch_ops):
             return self.column_names
-        with self._with(seed=None, window=None, sampler=None).iter_epoch(0) as stream:
+        unsharded = self._with(seed=None, window=None, sampler=None, lanes=None, shard_index=0, shard_count=1)
+        with unsharded.iter_epoch(0) as stream:
             batch = next(stream, None)
         if batch is None:
             return self.column_names
@@ -636,13 +801,13 @@ class EpochIterator:
     """
 
     def __init__(
-        self, dataset: Dataset, epoch: int, start: Position, *, metrics: "bool | StageMetrics" = False
+        self, dataset: Dataset, epoch: int, start: Position | int, *, metrics: "bool | StageMetrics" = False
     ) -> None:
         from .runtime.metrics import resolve
 
         self.dataset = dataset
         self.epoch = epoch
-        self.position = start
+        self.position: Position | int = start  # sharded: the global batches done
         spec = dataset.epoch_spec(epoch)
         self._plan = spec.plan
         self._metrics = timing = resolve(metrics)
@@ -650,8 +815,12 @@ class EpochIterator:
             timing.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
         # Neither the producer thread nor the finalizer may refer to self: a
         # dropped iterator must be collected for its threads to be stopped.
-        self._background: BackgroundIterator[tuple[Chunk, Position]] = BackgroundIterator(
-            lambda stop: produce_epoch(spec, start, stop, timing),
+        self._background: BackgroundIterator[tuple[Chunk, Position | int]] = BackgroundIterator(
+            (
+                (lambda stop: produce_lanes(spec, start, stop, timing))
+                if isinstance(start, int)
+                else (lambda stop: produce_epoch(spec, start, stop, timing))
+            ),
             depth=spec.layout.prefetch,
             name="streamfeed-epoch",
             metrics=timing,
@@ -688,12 +857,16 @@ class EpochIterator:
         a copy per batch): copy a state before editing what is inside it.
         """
         plan, position = self._plan, self.position
+        if isinstance(position, int):  # sharded: a position in the global order
+            if self.dataset._steps(self.epoch) == position:
+                return self.dataset.initial_state(self.epoch + 1)
+            return make_lane_state(self.epoch, position, self.dataset._fingerprint())
         rows_left = plan.total_rows - plan.rows_before(position.unit) - position.offset
         size = self.dataset.batch_size
         left = rows_left if size is None else num_batches(rows_left, size, self.dataset.last_batch)
         if left == 0:
             return self.dataset.initial_state(self.epoch + 1)
-        return self.dataset._make_state(self.epoch, self.position)
+        return self.dataset._make_state(self.epoch, position)
 
     def memory(self) -> dict[str, int]:
         """The pipeline's own buffer estimate next to the process's measured RSS."""

@@ -1,20 +1,27 @@
-"""The seeded per-epoch plan: which fragments, in what order, for this worker.
+"""The seeded per-epoch plan: which fragments, in what order, and how it is dealt.
 
 A plan is a pure function of ``(seed, epoch, shard_index, shard_count)`` and
 the fragments' sizes. It holds no data; it is what makes runs reproducible,
-resumable and shardable.
+resumable and shardable. :func:`deal_lanes` cuts the unsharded plan's row
+order into equal contiguous *lanes* (MosaicML Streaming's canonical nodes),
+which ``Dataset.shard`` deals to workers: every worker then has the same
+number of steps, and the global order does not depend on the worker count.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
+from .core import Position
 from .errors import ArgumentError, describe
+
+Remainder = Literal["drop", "pad"]
 
 
 def epoch_rng(seed: int, epoch: int, *stream: int) -> np.random.Generator:
@@ -75,6 +82,13 @@ class EpochPlan:
     def rows_before(self, unit: int) -> int:
         return self._starts[min(unit, len(self.unit_rows))]
 
+    def position_of(self, row: int) -> Position:
+        """Where row ``row`` of the epoch's order lies, as ``(unit, offset)``; the end is ``(units, 0)``."""
+        if row >= self.total_rows:
+            return Position(len(self.unit_rows), 0)
+        unit = bisect.bisect_right(self._starts, row) - 1
+        return Position(unit, row - self._starts[unit])
+
 
 def make_epoch_plan(
     fragment_rows: Sequence[int],
@@ -91,3 +105,61 @@ def make_epoch_plan(
     units = tuple(tuple(order[i : i + window]) for i in range(0, len(order), window))
     rows = tuple(sum(fragment_rows[index] for index in unit) for unit in units)
     return EpochPlan(units=units, unit_rows=rows)
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """The epoch's row order cut into ``count`` contiguous lanes of ``length`` rows.
+
+    Lane ``j`` serves rows ``starts[j]:stops[j]`` of the unsharded order,
+    then ``length - (stops[j] - starts[j])`` filler rows (``remainder="pad"``
+    only: at most one per lane, repeated rows served with weight 0).
+    """
+
+    count: int
+    rows: int  # N, the epoch's rows
+    length: int  # L, rows per lane, filler included
+    starts: tuple[int, ...]
+    stops: tuple[int, ...]
+    remainder: Remainder
+
+    @property
+    def dropped(self) -> int:
+        """Rows at the end of the order that no lane serves (``remainder="drop"``)."""
+        return self.rows - (self.stops[-1] if self.stops else 0)
+
+    @property
+    def padded(self) -> int:
+        """Filler rows, summed over lanes (``remainder="pad"``)."""
+        return sum(self.length - (stop - start) for start, stop in zip(self.starts, self.stops))
+
+
+def deal_lanes(rows: int, lanes: int, remainder: Remainder) -> Lanes:
+    """Cuts ``rows`` rows into ``lanes`` equal contiguous lanes under the remainder policy.
+
+    ``"drop"``: lanes of ``rows // lanes``; the last ``rows % lanes`` rows
+    are left out. ``"pad"``: lanes of ``ceil(rows / lanes)``; the last
+    ``-rows % lanes`` lanes hold one real row fewer and end with one filler
+    row, so no lane is more than one row short (padding the last lane alone
+    could leave it empty: 5 rows in 4 lanes). No rows at all deal empty
+    lanes (every worker then agrees on an empty epoch); fewer rows than
+    lanes is an error, since some worker would get no data.
+    """
+    if rows and rows < lanes:
+        raise ArgumentError(
+            describe(
+                "Too few rows to deal one to every lane",
+                expected=f"at least {lanes} rows (lanes)",
+                found=f"{rows} rows in the epoch",
+                fix=f"use fewer lanes (shard(..., lanes=n) with n <= {rows}) or more data",
+            )
+        )
+    if remainder == "drop":
+        length = rows // lanes
+        starts = tuple(j * length for j in range(lanes))
+        return Lanes(lanes, rows, length, starts, tuple(s + length for s in starts), remainder)
+    length = -(-rows // lanes)
+    short = length * lanes - rows  # lanes with one filler row: the last ones
+    sizes = [length - (j >= lanes - short) for j in range(lanes)]
+    stops = tuple(itertools.accumulate(sizes))
+    return Lanes(lanes, rows, length, tuple(stop - size for stop, size in zip(stops, sizes)), stops, remainder)

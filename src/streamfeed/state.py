@@ -9,6 +9,13 @@ only into the pipeline that produced it.
 A state may come from a file a person edited or a stranger sent: every
 field is type- and range-checked before it is used, and a bad one is
 refused with a :class:`~streamfeed.errors.StateError` naming the field.
+
+A sharded dataset's state is a position in the *global* order instead:
+``{"version": 1, "epoch": e, "batches": k, "fingerprint": {...}}`` says
+that the first ``k`` global batches of epoch ``e`` were served. Its
+fingerprint names the lanes, the global batch and the remainder policy but
+not the worker index or count, so any worker of a job with another worker
+count (dividing the lanes, with the same global batch) can restore it.
 """
 
 from __future__ import annotations
@@ -41,21 +48,23 @@ def parse_state(
         _refuse("state", "a dict", type(state).__name__)
     if state.get("version") != STATE_VERSION:
         _refuse("version", str(STATE_VERSION), repr(state.get("version")))
+    saved = state.get("fingerprint")
+    if "batches" in state and isinstance(saved, Mapping) and isinstance(saved.get("shard"), Mapping):
+        lanes, global_batch = saved["shard"].get("lanes"), saved["shard"].get("global_batch")
+        raise StateError(
+            describe(
+                "The saved state is a sharded job's position in the global order, this pipeline is not sharded",
+                expected="a state saved by an unsharded pipeline",
+                found=f"a state of a job dealt into lanes={lanes!r} with {global_batch!r} rows per step",
+                fix=f"restore it with .shard(index, count, lanes={lanes!r}).batch(global batch / count)",
+            )
+        )
     epoch, unit, offset = (_count(state, name) for name in ("epoch", "unit", "offset"))
     theirs = state.get("fingerprint")
     if not isinstance(theirs, Mapping):
         _refuse("fingerprint", "a dict", type(theirs).__name__)
     if theirs != fingerprint:
-        differing = sorted(key for key in fingerprint if fingerprint[key] != theirs.get(key))
-        differing += sorted(key for key in theirs if key not in fingerprint)
-        raise StateError(
-            describe(
-                "The saved state belongs to a different pipeline",
-                expected=f"the same {', '.join(differing)}",
-                found=f"saved {[theirs.get(k) for k in differing]}, now {[fingerprint.get(k) for k in differing]}",
-                fix=_FIX,
-            )
-        )
+        _differ(theirs, fingerprint)
     plan = plan_of(epoch)
     units = len(plan.units)
     if unit > units:
@@ -64,6 +73,73 @@ def parse_state(
     if offset > limit:
         _refuse("offset", f"a row in 0..{limit} of read unit {unit}", str(offset))
     return epoch, Position(unit, offset)
+
+
+def make_lane_state(epoch: int, batches: int, fingerprint: Mapping[str, Any]) -> dict:
+    """The JSON-able state of a sharded epoch after ``batches`` global batches."""
+    return {"version": STATE_VERSION, "epoch": int(epoch), "batches": int(batches), "fingerprint": dict(fingerprint)}
+
+
+def parse_lane_state(
+    state: Any, fingerprint: Mapping[str, Any], workers: int, steps_of: Callable[[int], int]
+) -> tuple[int, int]:
+    """Checks a sharded ``state`` against this pipeline; returns ``(epoch, global batches done)``.
+
+    Before the field-by-field comparison, a state of the same job saved
+    with another worker count is told apart: other lanes, or another
+    global batch (``workers`` x this worker's batch), are refused naming
+    the setting that would restore it. ``steps_of(epoch)`` bounds
+    ``0 <= batches <= steps``.
+    """
+    if not isinstance(state, Mapping):
+        _refuse("state", "a dict", type(state).__name__)
+    if state.get("version") != STATE_VERSION:
+        _refuse("version", str(STATE_VERSION), repr(state.get("version")))
+    theirs = state.get("fingerprint")
+    if not isinstance(theirs, Mapping):
+        _refuse("fingerprint", "a dict", type(theirs).__name__)
+    saved, ours = theirs.get("shard"), fingerprint["shard"]
+    if isinstance(saved, Mapping) and saved.get("lanes") != ours["lanes"]:
+        raise StateError(
+            describe(
+                "The saved state was dealt into another number of lanes",
+                expected=f"lanes={ours['lanes']}",
+                found=f"lanes={saved.get('lanes')!r}",
+                fix=f"restore with .shard(index, count, lanes={saved.get('lanes')!r}) and a count dividing it",
+            )
+        )
+    if isinstance(saved, Mapping) and saved.get("global_batch") != ours["global_batch"]:
+        global_batch = saved.get("global_batch")
+        right = f"batch({global_batch // workers})" if isinstance(global_batch, int) else "the saved batch size"
+        now = ours["global_batch"]
+        raise StateError(
+            describe(
+                "The saved state was trained with another global batch size",
+                expected=f"{global_batch!r} rows per step (workers x batch_size)",
+                found=f"{now} rows per step: {workers} workers x batch {None if now is None else now // workers}",
+                fix=f"with {workers} workers use {right} per worker (global batch = workers x batch)",
+            )
+        )
+    if theirs != fingerprint:
+        _differ(theirs, fingerprint)
+    epoch, batches = _count(state, "epoch"), _count(state, "batches")
+    steps = steps_of(epoch)
+    if batches > steps:
+        _refuse("batches", f"a number of global batches in 0..{steps} of epoch {epoch}", str(batches))
+    return epoch, batches
+
+
+def _differ(theirs: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> NoReturn:
+    differing = sorted(key for key in fingerprint if fingerprint[key] != theirs.get(key))
+    differing += sorted(key for key in theirs if key not in fingerprint)
+    raise StateError(
+        describe(
+            "The saved state belongs to a different pipeline",
+            expected=f"the same {', '.join(differing)}",
+            found=f"saved {[theirs.get(k) for k in differing]}, now {[fingerprint.get(k) for k in differing]}",
+            fix=_FIX,
+        )
+    )
 
 
 def _count(state: Mapping[str, Any], name: str) -> int:

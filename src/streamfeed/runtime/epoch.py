@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar, cast
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, TypeVar, cast
 
 import numpy as np
 
@@ -30,20 +30,29 @@ _UNBATCHED_PIECE_ROWS = 65_536
 
 
 def produce_epoch(
-    spec: EpochSpec, start: Position, stop: threading.Event, metrics: "StageMetrics | None" = None
-) -> Iterator[tuple[Chunk, Position]]:
-    """Yields ``(batch, position after it)`` for the spec's epoch from ``start``.
+    spec: EpochSpec,
+    start: Position,
+    stop: threading.Event,
+    metrics: "StageMetrics | None" = None,
+    until: Position | None = None,
+) -> Generator[tuple[Chunk, Position], None, None]:
+    """Yields ``(batch, position after it)`` for the spec's epoch from ``start`` to ``until``.
 
     ``start`` must lie inside the plan (the dataset checks restored states).
-    Without a batch size, the "batches" are the read units' chunks as they
-    come (sliced from ``start``), still positioned. With ``metrics``, the
-    stages are timed from outside (ops wrapped, generators measured).
+    ``until`` (default: the epoch's end) is the first row not emitted: a lane
+    of a sharded epoch is this same path between two row positions, and
+    reads only the units it overlaps. Without a batch size, the "batches"
+    are the read units' chunks as they come (sliced from ``start``), still
+    positioned. With ``metrics``, the stages are timed from outside (ops
+    wrapped, generators measured).
     """
     plan = spec.plan
     if metrics is not None:
         spec = spec.timed(metrics)
     layout = spec.layout
-    order = [index for unit in plan.units[start.unit :] for index in unit]
+    bound = Position(len(plan.units), 0) if until is None else until
+    last = min(len(plan.units), bound.unit + (bound.offset > 0))  # units to read: start.unit .. last - 1
+    order = [index for unit in plan.units[start.unit : last] for index in unit]
     reader = OrderedReader(
         spec.fragments,
         order,
@@ -62,7 +71,7 @@ def produce_epoch(
     buffer = UnitBuffer() if spec.seed is not None else None
     chunks = iter(reader)
     try:
-        for unit_index in range(start.unit, len(plan.units)):
+        for unit_index in range(start.unit, last):
             pieces = []
             for _ in plan.units[unit_index]:
                 chunk = next(chunks, None)
@@ -71,18 +80,19 @@ def produce_epoch(
                 if chunk is not None:  # None: skipped under on_error="skip"
                     pieces.append(chunk)
             offset = start.offset if unit_index == start.unit else 0
-            unit_pieces = _unit_pieces(spec, unit_index, pieces, offset, buffer, batcher)
+            limit = bound.offset if unit_index == bound.unit else None
+            unit_pieces = _unit_pieces(spec, unit_index, pieces, offset, buffer, batcher, limit)
             for piece, piece_start, rows in _measured(unit_pieces, metrics, "assemble"):
                 if batcher is None:
                     end = piece_start + chunk_len(piece)
                     after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
-                    yield _apply(spec, piece, next(numbers)), after
+                    yield apply_batch_ops(spec, piece, next(numbers)), after
                     continue
                 for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
-                    yield _apply(spec, batch, next(numbers)), position
+                    yield apply_batch_ops(spec, batch, next(numbers)), position
         if batcher is not None:
             for batch, position in _measured(batcher.finish(), metrics, "batch"):
-                yield _apply(spec, batch, next(numbers)), position
+                yield apply_batch_ops(spec, batch, next(numbers)), position
     finally:
         reader.close()
 
@@ -94,8 +104,9 @@ def _unit_pieces(
     offset: int,
     buffer: UnitBuffer | None,
     batcher: Batcher | None,
+    limit: int | None = None,
 ) -> Iterator[tuple[Chunk, int, int]]:
-    """A unit's rows from ``offset`` as ``(piece, first row's index, unit rows)``.
+    """A unit's rows from ``offset`` (to ``limit``) as ``(piece, first row's index, unit rows)``.
 
     Unshuffled, the pieces are views of the fragments' chunks. Shuffled (and
     balanced, which implies shuffled), each piece is gathered from the unit
@@ -105,26 +116,30 @@ def _unit_pieces(
     rows = sum(chunk_len(piece) for piece in pieces)
     if rows == 0:
         return
+    stop = rows if limit is None else min(rows, limit)
     if buffer is None:
         seen = 0
         for piece in pieces:
             size = chunk_len(piece)
-            if seen + size > offset:
+            if seen + size > offset and seen < stop:
                 skip = max(0, offset - seen)
-                yield slice_chunk(piece, skip, size), seen + skip, rows
+                yield slice_chunk(piece, skip, min(size, stop - seen)), seen + skip, rows
             seen += size
         return
     emission = _emission_order(spec, unit_index, pieces, rows, offset)
     if emission is None:
         return
     order, record = emission
+    emitted = len(order)  # the unit's rows as positions count them, whatever part of it is emitted
+    if limit is not None:
+        order = order[:limit]
     buffer.load(pieces)
     pieces.clear()  # the buffer holds the rows now: free the window's fragments before gathering
     sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
     for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
         if record is not None:
             record(order[piece_start : piece_start + chunk_len(piece)])
-        yield piece, piece_start, len(order)
+        yield piece, piece_start, emitted
 
 
 def _emission_order(
@@ -173,7 +188,7 @@ def _timed_steps(items: Iterator[T], metrics: "StageMetrics", stage: str) -> Ite
         yield item
 
 
-def _apply(spec: EpochSpec, batch: Chunk, number: int) -> Chunk:
+def apply_batch_ops(spec: EpochSpec, batch: Chunk, number: int) -> Chunk:
     """The per-batch ops on the epoch's batch ``number``, which a user function's error names."""
     if not spec.batch_ops:
         return batch

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ..core import Chunk, Fragment
 from ..errors import BadInputReport
 from ..memory import Layout
-from ..plan import EpochPlan
+from ..plan import EpochPlan, Lanes
 from .batch import LastBatch
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ Op = Callable[[Chunk], Chunk]
 
 @dataclass(frozen=True)
 class EpochSpec:
-    """One epoch of one shard, resolved: what to read, how to buffer, what to emit."""
+    """One epoch of one worker, resolved: what to read, how to buffer, what to emit."""
 
     epoch: int
     fragments: Sequence[Fragment]
@@ -42,6 +42,10 @@ class EpochSpec:
     shard_index: int
     sampler: BalancedSampler | None
     report: BadInputReport
+    # Sharded: the plan (the unsharded order) cut into lanes, and this worker's
+    # lanes in order; ``batch_size`` is then each lane's rows per step.
+    lanes: Lanes | None = None
+    worker_lanes: tuple[int, ...] = ()
 
     def timed(self, metrics: StageMetrics) -> EpochSpec:
         """The same spec with every op timed under the metrics' op stages."""
