@@ -30,6 +30,7 @@ from .errors import ArgumentError, describe
 from .inspect.progress import Advance
 from .inspect.progress import progress as progress_bar
 from .runtime.metrics import StageMetrics
+from .sources._storage import storage_counters
 
 logger = logging.getLogger("streamfeed")
 MODEL_BOUND_WAIT_SHARE = 0.2  # below this share of step time waiting, the model sets the pace
@@ -64,6 +65,7 @@ class BenchReport:
     verdict: str
     advice: list[str] = field(default_factory=list)
     model: dict[str, float] | None = None
+    storage: dict[str, int] | None = None  # object storage opened with storage_options: requests, retries, bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,6 +128,11 @@ class BenchReport:
             f"{self.memory_limit_bytes / MIB:,.0f} MiB for the pipeline's buffers "
             f"(estimated {self.layout.get('estimated_bytes', 0) / MIB:,.0f} MiB)",
         ]
+        if self.storage is not None:
+            lines.append(
+                f"storage: {self.storage['requests']:,} requests ({self.storage['retries']:,} retries), "
+                f"{self.storage['bytes'] / MIB:,.1f} MiB fetched, {self.storage['cache_hits']:,} ranges from the cache"
+            )
         if self.model is not None:
             lines.append(
                 f"model: {self.model['steps']:.0f} steps, "
@@ -178,6 +185,9 @@ def bench(
             describe("bench needs a bound", expected="seconds > 0 or max_batches", found=f"seconds={seconds}")
         )
     metrics = StageMetrics()
+    counters = storage_counters(getattr(getattr(dataset, "source", None), "filesystem", None))
+    if counters is not None:
+        metrics.watch_storage(counters)
     with progress_bar(max_batches, "bench", unit="batches", enabled=progress) as advance:
         if model is None:
             batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, advance), None)
@@ -280,6 +290,7 @@ def _report(dataset: Any, snap: dict[str, Any], batches: int, rows: int, model_s
         verdict=verdict,
         advice=advice,
         model=model_stats,
+        storage=snap.get("storage"),
     )
 
 

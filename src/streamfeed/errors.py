@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
@@ -90,6 +91,59 @@ class NotFoundError(StreamfeedError, FileNotFoundError):
 
 class StorageError(StreamfeedError, OSError):
     """The storage holding the data cannot be listed or read: refused credentials, an unreachable endpoint."""
+
+
+class NetworkError(StorageError, ConnectionError):
+    """The network to the storage failed (refused, reset, timed out) for longer than the retry deadline.
+
+    A :class:`StorageError` (the storage cannot be read) and a ``ConnectionError``.
+
+    Not bad input: ``on_error="skip"`` never skips it, and a data fault
+    caused by it is raised as this error instead (:meth:`BadInputReport.reject`).
+    """
+
+
+# what pyarrow's own S3 client (the AWS SDK) says when the network failed, as opposed to the request
+_AWS_NETWORK_MARKERS = ("AWS Error NETWORK_CONNECTION", "curlCode")
+
+
+def _where(error: BaseException | None) -> str | None:
+    """The ``Where:`` part of a message in :func:`describe`'s shape."""
+    match = re.search(r"Where: (.*?)\. (?:Expected|Found|Fix):", str(error))
+    return match.group(1) if match else None
+
+
+def network_cause(error: BaseException | None) -> "NetworkError | None":
+    """The :class:`NetworkError` that ``error`` is or was raised from, if any.
+
+    An ``OSError`` in which pyarrow's S3 client reports a network failure
+    (``AWS Error NETWORK_CONNECTION``, a curl code) gives a new
+    :class:`NetworkError` raised from ``error``: it was retried by that
+    client's own policy, not by streamfeed's deadline.
+    """
+    first, seen = error, 0
+    while error is not None and seen < 8:
+        if isinstance(error, NetworkError):
+            return error
+        if isinstance(error, OSError) and not isinstance(error, StreamfeedError):
+            said = " ".join(str(error).split())
+            if any(marker in said for marker in _AWS_NETWORK_MARKERS):
+                made = NetworkError(
+                    describe(
+                        "The storage could not be reached",
+                        where=_where(first),
+                        found=said[:500],
+                        fix=(
+                            "check the network and the endpoint; open s3:// URIs with storage_options=... to retry "
+                            "network errors up to a deadline"
+                        ),
+                    )
+                )
+                made.__cause__ = first
+                return made
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
 
 
 class OutputExistsError(StreamfeedError, FileExistsError):
@@ -228,7 +282,12 @@ class BadInputReport:
         """Raises ``error`` under ``on_error="raise"``; otherwise records the unit as skipped.
 
         Without ``cause`` the error is re-raised as it is, keeping its own chain.
+        An error caused by the network (:func:`network_cause`) is raised as
+        that :class:`NetworkError` under either policy: it is not bad input.
         """
+        network = network_cause(error) or network_cause(cause)
+        if network is not None:
+            raise network
         if self.policy.on_error == "raise":
             if cause is None:
                 raise error

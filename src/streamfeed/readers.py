@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from .errors import ArgumentError, ErrorPolicy, describe
 from .pipeline import Dataset
 from .sources._arrow import ColumnPolicy
+from .sources._storage import open_storage
 from .sources.csv import CsvSource
 from .sources.hdf5 import HDF5Source
 from .sources.images import ImageSource, decode_spec
@@ -54,6 +55,7 @@ def read_parquet(
     columns: Sequence[str] | None = None,
     filter: Any = None,  # noqa: A002
     filesystem: pafs.FileSystem | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     nulls: NullPolicy = "raise",
     fill: Any = None,
     list_lengths: Mapping[str, int] | None = None,
@@ -70,6 +72,12 @@ def read_parquet(
             first null or NaN; ``"drop"`` drops such rows; ``"fill"`` uses
             ``fill`` (one value, or a dict by column).
         list_lengths: pads variable-length list columns to fixed lengths.
+        storage_options: for URIs (``s3://bucket/prefix``): ``endpoint_url``,
+            ``key``, ``secret``, ``token``, ``region``, ``anon``, ``deadline``
+            (seconds a request retries network errors, default 60, then
+            ``NetworkError``), ``connect_timeout``, ``read_timeout``,
+            ``block_size``, ``cache`` (``{"dir": ..., "max_bytes": ...}``),
+            ``client`` (more fsspec arguments); see ``docs/scale.md``.
         on_error: ``"raise"`` (default) or ``"skip"`` unreadable files and
             row groups, recorded in ``dataset.report`` (and as JSON lines in
             ``report_path``) with exact counts, within the error budget.
@@ -81,6 +89,7 @@ def read_parquet(
     """
     report = ErrorPolicy(**errors).new_report()
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
+    filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = ParquetSource(
         paths,
         columns=columns,
@@ -109,6 +118,7 @@ def read_csv(
     columns: Sequence[str] | None = None,
     fragment_bytes: int = 16 << 20,
     filesystem: pafs.FileSystem | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     count_cache: bool = True,
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
@@ -143,6 +153,12 @@ def read_csv(
         columns: the columns to read (projection).
         fragment_bytes: an uncompressed file larger than this is read as
             byte ranges of about this size, in parallel threads.
+        storage_options: for URIs (``s3://bucket/prefix``): ``endpoint_url``,
+            ``key``, ``secret``, ``token``, ``region``, ``anon``, ``deadline``
+            (seconds a request retries network errors, default 60, then
+            ``NetworkError``), ``connect_timeout``, ``read_timeout``,
+            ``block_size``, ``cache`` (``{"dir": ..., "max_bytes": ...}``),
+            ``client`` (more fsspec arguments); see ``docs/scale.md``.
         count_cache: keep exact row counts in ``~/.cache/streamfeed/csv-counts/``
             (``$XDG_CACHE_HOME``), keyed by path, size and mtime.
         on_error: ``"raise"`` (default) on the first ragged row, line too
@@ -159,6 +175,7 @@ def read_csv(
         timestamps come as float64 seconds since the epoch (UTC).
     """
     report = ErrorPolicy(**errors).new_report()
+    filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = CsvSource(
         paths,
         delimiter=delimiter,
@@ -346,6 +363,7 @@ def read_tfrecord(
     decode_images: Sequence[str] | Mapping[str, tuple[int, ...] | None] | None = None,
     fragment_bytes: int = 16 << 20,
     filesystem: pafs.FileSystem | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
     """Streams ``tf.train.Example`` records from TFRecord files; no TensorFlow needed.
@@ -370,6 +388,12 @@ def read_tfrecord(
         fragment_bytes: files are cut into record ranges of about this many
             (decompressed) bytes, the unit of parallel reading, shuffling
             and memory.
+        storage_options: for URIs (``s3://bucket/prefix``): ``endpoint_url``,
+            ``key``, ``secret``, ``token``, ``region``, ``anon``, ``deadline``
+            (seconds a request retries network errors, default 60, then
+            ``NetworkError``), ``connect_timeout``, ``read_timeout``,
+            ``block_size``, ``cache`` (``{"dir": ..., "max_bytes": ...}``),
+            ``client`` (more fsspec arguments); see ``docs/scale.md``.
         on_error: ``"raise"`` (default) names the file, record index and byte
             offset of the first damaged or non-matching record; ``"skip"``
             leaves such records out and reports each in ``dataset.report``
@@ -379,6 +403,7 @@ def read_tfrecord(
         A :class:`streamfeed.Dataset`.
     """
     report = ErrorPolicy(**errors).new_report()
+    filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = TFRecordSource(
         paths,
         features=features,

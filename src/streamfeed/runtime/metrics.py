@@ -83,8 +83,19 @@ class StageMetrics:
         self._cpu_started = 0.0
         self.layout: dict[str, Any] = {}
         self.memory_limit: int | None = None
+        self._storage: Any = None  # an object with snapshot() -> {name: count}, and its counts at watch time
+        self._storage_at: dict[str, int] = {}
 
     # ---------------------------------------------------------------- recording
+    def watch_storage(self, counters: Any) -> None:
+        """Reports the storage's requests, retries and bytes (``sources/_storage.StorageCounters``) from now on.
+
+        The counters live on the filesystem, outside the stages: the
+        snapshot's ``storage`` is what they counted since this call.
+        """
+        with self._lock:
+            self._storage, self._storage_at = counters, counters.snapshot()
+
     def start(self, layout: dict[str, Any], memory_limit: int) -> None:
         with self._lock:
             if self._started is None:
@@ -145,6 +156,10 @@ class StageMetrics:
             ops = [{"stage": stage, "op": op, **counter.to_dict()} for (stage, op), counter in self._ops.items()]
             gauges = {name: gauge.to_dict() for name, gauge in self._gauges.items()}
             layout, limit = dict(self.layout), self.memory_limit
+            storage = None
+            if self._storage is not None:
+                now = self._storage.snapshot()
+                storage = {name: count - self._storage_at.get(name, 0) for name, count in now.items()}
         threads = max(1, int(layout.get("read_threads", 1)))
         pool_busy = sum(stages[name]["seconds"] for name in POOL_STAGES)
         producer_busy = sum(stages[name]["seconds"] for name in PRODUCER_STAGES)
@@ -162,6 +177,7 @@ class StageMetrics:
             "layout": layout,
             "memory_limit_bytes": limit,
             "peak_rss_bytes": peak_rss_bytes(),
+            "storage": storage,
         }
 
 

