@@ -59,6 +59,7 @@ import keras
 
 from ..errors import StateError, describe
 from .adapter import KerasDataset
+from .workers import check_workers_agree, jax_gather, process_index
 
 logger = logging.getLogger("streamfeed")
 STATE_FILE = "data_state.json"
@@ -271,7 +272,7 @@ class DataCheckpoint(keras.callbacks.Callback):
             self.directory,
             self.initial_epoch,
             self._saved["data"]["epoch"],
-            {k: self._saved["data"][k] for k in ("unit", "offset")},
+            {k: v for k, v in self._saved["data"].items() if k in ("unit", "offset", "batches")},  # sharded: batches
         )
 
     def _build_optimizer(self) -> None:
@@ -305,21 +306,36 @@ class DataCheckpoint(keras.callbacks.Callback):
         self._save(keras_epoch=epoch + 1, trained=self._trained)
 
     def _save(self, *, keras_epoch: int, trained: int) -> None:
-        """One checkpoint, in the order the module docstring argues for."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """One checkpoint, in the order the module docstring argues for.
+
+        In a job of several training processes (JAX multi-process), every
+        process saves at the same step with the same data state — a sharded
+        state is a position in the global order, not a worker's — which they
+        check with one collective (all raise the same error if not). Every
+        process serializes the weights (Keras gathers replicated arrays with
+        a collective: process 0 saving alone waited forever for the others,
+        measured), and process 0 alone commits them and the state.
+        """
         self._saves += 1
-        state: dict[str, Any] = {
-            "keras_epoch": keras_epoch,
-            "data": self.dataset.get_state(trained),
-            "save_number": self._saves,
-        }
+        data = self.dataset.get_state(trained)
+        gather = jax_gather()
+        check_workers_agree(keras_epoch, self._saves, data, gather)
+        committing = gather is None or process_index() == 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        state: dict[str, Any] = {"keras_epoch": keras_epoch, "data": data, "save_number": self._saves}
         pending: Path | None = None
         if self.save_model:
             state["weights"] = weights = WEIGHTS_PATTERN.format(self._saves)
+            if not committing:  # into this machine's temporary space, apart from the commit's leftovers
+                with tempfile.TemporaryDirectory(prefix="streamfeed-worker-weights-") as scratch:
+                    self.model.save_weights(Path(scratch) / weights)
+                return
             private = tempfile.mkdtemp(dir=self.directory, prefix=f"{PENDING_PREFIX}{self._saves:06d}-")
             pending = Path(private) / weights
             self.model.save_weights(pending)
             _fsync(pending)
+        if not committing:
+            return
         _atomic_write_json(self.directory / STATE_FILE, state)  # the commit
         if pending is not None:
             _move_in_place(pending, self.directory / state["weights"])

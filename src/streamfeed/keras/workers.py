@@ -54,6 +54,12 @@ def jax_gather() -> Gather | None:
     return lambda values: np.asarray(multihost_utils.process_allgather(values))
 
 
+def process_index() -> int:
+    """This process's index in a multi-process JAX job (0 when there is none)."""
+    jax = sys.modules.get("jax")
+    return 0 if jax is None else int(jax.process_index())
+
+
 def check_workers_agree(epoch: int, steps: int, start: Mapping[str, Any], gather: Gather | None) -> None:
     """Raises the same StateError on every process when their epoch, steps or start differ."""
     if gather is None:
