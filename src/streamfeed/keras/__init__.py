@@ -4,9 +4,11 @@ from .adapter import KerasDataset
 from .checkpoint import DataCheckpoint
 from .layers import discretization_layer, integer_lookup_layer, normalization_layer, string_lookup_layer
 from .monitor import InputStallMonitor
+from .quality_monitor import DataQualityMonitor
 
 __all__ = [
     "DataCheckpoint",
+    "DataQualityMonitor",
     "InputStallMonitor",
     "KerasDataset",
     "discretization_layer",

@@ -1,0 +1,218 @@
+"""Per-row training dynamics and the label-noise estimate drawn from them (no Keras here).
+
+The method is the area under the margin (AUM, Pleiss et al. 2020): each
+time a row is trained, its *margin* is the model's score for the row's
+given label minus the largest score of any other class; a row's AUM is the
+mean of its margins over training. A correctly labelled row is pushed to
+a positive margin by its own gradient and by every similar row; a
+mislabelled row's gradient is outvoted by its look-alikes, so its margin
+stays negative until (if ever) the model memorises it. Why AUM: it is
+computed from what training produces batch by batch, needs no held-out
+predictions and no second pass (confident learning does), and the ranking
+by AUM is what Pleiss et al. show separates flipped labels best.
+
+Calibration. Pleiss et al. set the threshold from *threshold samples*,
+rows moved to an extra fake class. A monitor cannot add a class to the
+user's model, so the threshold here is the margin's own zero: a row is a
+suspect when, averaged over training, the model ranks another class above
+the given label. Zero is the same point for logits and for probabilities
+(the margin's sign does not depend on the scale), and on a clean set only
+rows the model keeps getting wrong fall below it. The noise-rate estimate
+is the share of tracked rows below the threshold. It counts the model's
+own steady errors on clean rows as noise (a bias upward of the clean
+training error) and misses mislabelled rows the model memorised (a bias
+downward that grows with epochs and model capacity): the measured
+accuracy is in ``docs/self-healing.md``.
+
+Memory. Six numbers per tracked row (48 bytes; arrays grow by doubling)
+plus its id in a dict: 170 bytes a row measured (tracemalloc, 1 M integer
+ids), plus the id's own size for strings. With ``max_rows`` the ledger tracks a bounded, uniform sample of
+rows chosen by a hash of the id (the rows with the smallest hashes, the
+cut halved whenever the sample outgrows ``max_rows``): unlike a random
+reservoir, the same row stays in or out in every epoch, which a mean over
+epochs needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Hashable, Iterable
+
+import numpy as np
+
+from ..errors import ArgumentError, describe
+
+_FULL = np.uint64(2**64 - 1)
+_FIELDS = ("sum_margin", "sum_loss", "last_margin", "seen", "label", "hash")
+
+
+def row_hashes(ids: np.ndarray) -> np.ndarray:
+    """A stable 64-bit hash per id (integers: splitmix64's mixer; others: BLAKE2b of ``str(id)``)."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind in "iub":
+        z = ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)  # array ops wrap silently, as intended
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return np.asarray(z ^ (z >> np.uint64(31)), dtype=np.uint64)
+    digests = [hashlib.blake2b(str(value).encode(), digest_size=8).digest() for value in ids.tolist()]
+    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
+
+
+def margins_and_losses(outputs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's margin (given label's score minus the largest other) and its cross-entropy.
+
+    ``outputs``: ``(rows, classes)`` logits or probabilities, or ``(rows,)``/``(rows, 1)``
+    for a binary model (a logit, or a probability, which is turned into one).
+    ``labels``: class ids ``(rows,)`` or one-hot ``(rows, classes)``.
+    """
+    scores = np.asarray(outputs, dtype=np.float64)
+    scores = scores.reshape(len(scores), -1)
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] > 1:
+        labels = labels.argmax(axis=1)
+    given = labels.reshape(len(labels)).astype(np.int64)
+    rows = np.arange(len(scores))
+    is_probability = bool(scores.size) and scores.min() >= 0.0 and scores.max() <= 1.0
+    if scores.shape[1] == 1:
+        score = scores[:, 0]
+        if is_probability:
+            clipped = np.clip(score, 1e-7, 1 - 1e-7)
+            score = np.log(clipped) - np.log1p(-clipped)
+        margin = np.where(given == 1, score, -score)
+        return margin, np.logaddexp(0.0, -margin)
+    if given.min(initial=0) < 0 or given.max(initial=0) >= scores.shape[1]:
+        raise ArgumentError(
+            describe(
+                "A label is not a class of the model's output",
+                expected=f"labels in 0..{scores.shape[1] - 1}",
+                found=f"labels from {given.min()} to {given.max()}",
+                fix="check label= against the model's last layer",
+            )
+        )
+    # Reductions run over classes, so the (classes, rows) copy: for few classes numpy reduces a short
+    # inner axis 10x slower than a long one (measured: 65 vs 5 us for the max of 1024 x 4).
+    columns = np.ascontiguousarray(scores.T)
+    mine = scores[rows, given]
+    others = columns.copy()
+    others[given, rows] = -np.inf
+    margin = mine - others.max(axis=0)
+    is_probability = is_probability and bool(np.abs(columns.sum(axis=0) - 1.0).max() <= 1e-3)
+    if is_probability:
+        loss = -np.log(np.clip(mine, 1e-7, 1.0))
+    else:
+        top = columns.max(axis=0)
+        loss = top + np.log(np.exp(columns - top).sum(axis=0)) - mine
+    return margin, loss
+
+
+class MarginLedger:
+    """Per-row sums of margins and losses, a noise-rate estimate and the ranked suspects.
+
+    Args:
+        max_rows: track at most this many rows (a uniform sample by id hash);
+            ``None`` tracks every row.
+        threshold: the AUM below which a row is a suspect (see the module).
+    """
+
+    def __init__(self, *, max_rows: int | None = None, threshold: float = 0.0) -> None:
+        if max_rows is not None and max_rows < 1:
+            raise ArgumentError(describe("max_rows must be positive", found=str(max_rows), fix="pass None or >= 1"))
+        self.max_rows, self.threshold = max_rows, float(threshold)
+        self._cut = _FULL  # rows whose id hash is <= the cut are tracked
+        self._slots: dict[Hashable, int] = {}
+        self._ids: list[Any] = []
+        self._data = {name: np.zeros(1024, dtype=np.uint64 if name == "hash" else np.float64) for name in _FIELDS}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def sampled_share(self) -> float:
+        """The share of all rows this ledger tracks (1.0 unless ``max_rows`` was reached)."""
+        return 1.0 if self._cut == _FULL else float(self._cut) / float(_FULL)
+
+    def add(self, ids: np.ndarray, labels: np.ndarray, margins: np.ndarray, losses: np.ndarray) -> None:
+        """Records one trained batch: one margin and loss per row."""
+        ids = np.asarray(ids)
+        labels = np.asarray(labels)
+        labels = labels.argmax(axis=1) if labels.ndim == 2 and labels.shape[1] > 1 else labels.reshape(len(ids))
+        hashes = row_hashes(ids) if self.max_rows is not None else np.zeros(len(ids), dtype=np.uint64)
+        keep = hashes <= self._cut
+        keys = ids[keep].tolist()
+        found = list(map(self._slots.get, keys))  # one C-level pass; rows seen before are most of them
+        if None in found:
+            found = [self._slot(key, h) if slot is None else slot for key, h, slot in zip(keys, hashes[keep], found)]
+        slots = np.asarray(found, dtype=np.int64)
+        data = self._data
+        np.add.at(data["sum_margin"], slots, margins[keep])
+        np.add.at(data["sum_loss"], slots, losses[keep])
+        np.add.at(data["seen"], slots, 1.0)
+        data["last_margin"][slots] = margins[keep]
+        data["label"][slots] = labels[keep]
+        if self.max_rows is not None and len(self._ids) > self.max_rows:
+            self._shrink()
+
+    def _slot(self, key: Hashable, hash_value: np.uint64) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = len(self._ids)
+            self._ids.append(key)
+            if slot == len(self._data["seen"]):
+                self._data = {name: np.concatenate([v, np.zeros_like(v)]) for name, v in self._data.items()}
+            self._data["hash"][slot] = hash_value
+        return slot
+
+    def _shrink(self) -> None:
+        """Halves the hash cut until at most ``max_rows`` rows remain, dropping the others."""
+        count = len(self._ids)
+        hashes = self._data["hash"][:count]
+        while int(np.count_nonzero(hashes <= self._cut)) > (self.max_rows or 0):
+            self._cut = np.uint64(self._cut // np.uint64(2))
+        keep = np.flatnonzero(hashes <= self._cut)
+        self._ids = [self._ids[i] for i in keep.tolist()]
+        self._slots = {key: slot for slot, key in enumerate(self._ids)}
+        self._data = {
+            name: np.concatenate([v[keep], np.zeros_like(v[: len(v) - len(keep)])]) for name, v in self._data.items()
+        }
+
+    def mean_margins(self) -> np.ndarray:
+        """Each tracked row's AUM, in the order rows were first seen."""
+        count = len(self._ids)
+        return self._data["sum_margin"][:count] / np.maximum(self._data["seen"][:count], 1.0)
+
+    def noise_rate(self) -> float:
+        """The estimated share of mislabelled rows: tracked rows whose AUM is below the threshold."""
+        return float(np.mean(self.mean_margins() < self.threshold)) if self._ids else 0.0
+
+    def suspects(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Rows by ascending AUM with their evidence: every row below the threshold, or the ``top`` lowest."""
+        margins = self.mean_margins()
+        order = np.argsort(margins, kind="stable")
+        if top is None:
+            order = order[margins[order] < self.threshold]
+        else:
+            order = order[:top]
+        data = self._data
+        return [
+            {
+                "id": _plain(self._ids[slot]),
+                "rank": rank + 1,
+                "mean_margin": float(margins[slot]),
+                "last_margin": float(data["last_margin"][slot]),
+                "mean_loss": float(data["sum_loss"][slot] / max(data["seen"][slot], 1.0)),
+                "times_trained": int(data["seen"][slot]),
+                "label": int(data["label"][slot]),
+            }
+            for rank, slot in enumerate(order.tolist())
+        ]
+
+    def ids(self) -> Iterable[Any]:
+        """The tracked ids, in the order they were first seen."""
+        return list(self._ids)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able id: bytes decoded, NumPy scalars made Python ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value.item() if isinstance(value, np.generic) else value
