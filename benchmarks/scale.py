@@ -149,13 +149,140 @@ def run_s3(rows: int, repeats: int) -> dict[str, Any]:
     }
 
 
+IMAGE_SIDE, IMAGE_OUT = 160, 64  # files are 160 x 160 JPEGs, decoded and resized to 64 x 64
+
+
+def _write_images(root: Path, count: int) -> None:
+    """``count`` JPEGs (smooth gradients plus noise, quality 90) in two class folders."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    ramp = np.linspace(0, 200, IMAGE_SIDE, dtype=np.float32)
+    for index in range(count):
+        folder = root / f"class{index % 2}"
+        folder.mkdir(parents=True, exist_ok=True)
+        noise = rng.integers(0, 56, (IMAGE_SIDE, IMAGE_SIDE, 3))
+        pixels = (ramp[:, None, None] * (index % 3 + 1) / 3 + noise).clip(0, 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / f"{index}.jpg", quality=90)
+
+
+def _ray_decode(batch: dict) -> dict:
+    """The Ray map: JPEG bytes -> 64 x 64 RGB uint8 with Pillow (bilinear), and the label from the folder."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    images = np.stack(
+        [
+            np.asarray(Image.open(io.BytesIO(data)).convert("RGB").resize((IMAGE_OUT, IMAGE_OUT), Image.BILINEAR))
+            for data in batch["bytes"]
+        ]
+    )
+    labels = np.array([int(str(path).rsplit("/", 2)[-2][-1]) for path in batch["path"]], dtype=np.int64)
+    return {"image": images, "label": labels}
+
+
+def _rows_per_second(dataset: Any, epoch: int, column: str = "image") -> float:
+    started = time.perf_counter()
+    rows = 0
+    with dataset.shuffle(seed=0).batch(64).iter_epoch(epoch) as stream:
+        for batch in stream:
+            rows += len(batch[column])
+    return rows / (time.perf_counter() - started)
+
+
+def run_ray(count: int, repeats: int) -> dict[str, Any]:
+    """Image decode: streamfeed's ``read_images`` against Ray-decoded blocks through ``read_ray``, side by side.
+
+    Each repeat, one after the other on the same files: ``read_images``
+    (auto decoder, then Pillow) two epochs each (every epoch decodes);
+    Ray's own ``iter_batches`` over the lazy pipeline (decodes every epoch);
+    ``read_ray``: opening it runs the Ray decode once (``materialize``,
+    timed as "ray decode"), then two epochs served from Ray's object store.
+    Ray starts once (``ray.init(num_cpus=2)``), timed apart.
+    """
+    import ray
+    import streamfeed as sf
+
+    load_start = os.getloadavg()
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="streamfeed-ray-") as temp:
+        root = Path(temp)
+        _write_images(root, count)
+        started = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray_init_seconds = time.perf_counter() - started
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        try:
+            for _ in range(repeats):
+                for decoder in ("auto", "pillow"):
+                    plain = sf.read_images(root, size=(IMAGE_OUT, IMAGE_OUT), decoder=decoder)
+                    for epoch in (0, 1):
+                        results.setdefault(f"read_images ({decoder}), epoch {epoch + 1}", []).append(
+                            _rows_per_second(plain, epoch)
+                        )
+                pipeline = ray.data.read_binary_files(str(root), include_paths=True, override_num_blocks=16)
+                pipeline = pipeline.map_batches(_ray_decode)
+                for epoch in (0, 1):
+                    started, rows = time.perf_counter(), 0
+                    for batch in pipeline.iter_batches(batch_size=64, batch_format="numpy"):
+                        rows += len(batch["image"])
+                    assert rows == count, rows
+                    results.setdefault(f"ray iter_batches, epoch {epoch + 1}", []).append(
+                        rows / (time.perf_counter() - started)
+                    )
+                started = time.perf_counter()
+                fed = sf.read_ray(pipeline, name="bench-images")
+                results.setdefault("read_ray: ray decode (materialize)", []).append(
+                    count / (time.perf_counter() - started)
+                )
+                for epoch in (0, 1):
+                    results.setdefault(f"read_ray, epoch {epoch + 1}", []).append(_rows_per_second(fed, epoch))
+                del fed  # releases the blocks before the next repeat
+        finally:
+            ray.shutdown()
+    return {
+        "images": count,
+        "file_side": IMAGE_SIDE,
+        "output_side": IMAGE_OUT,
+        "repeats": repeats,
+        "ray_init_seconds": ray_init_seconds,
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+        "cpu_count": os.cpu_count(),
+        "results": {
+            name: {"median": statistics.median(runs), "min": min(runs), "max": max(runs)}
+            for name, runs in results.items()
+        },
+    }
+
+
+def _print_ray(report: dict[str, Any]) -> None:
+    print(f"load average at start {report['load_average_start']}, at end {report['load_average_end']}")
+    print(f"{report['images']} JPEGs {report['file_side']}px -> {report['output_side']}px; ray.init "
+          f"{report['ray_init_seconds']:.1f} s")  # fmt: skip
+    print(f"{'path':<38}{'images/s (median, min-max)':>30}")
+    for name, entry in report["results"].items():
+        print(f"{name:<38}{entry['median']:>12.0f} ({entry['min']:.0f}-{entry['max']:.0f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--s3", action="store_true", help="object storage: local vs S3 without and with the cache")
+    parser.add_argument("--ray", action="store_true", help="image decode: read_images vs Ray-decoded read_ray")
+    parser.add_argument("--images", type=int, default=2_000, help="--ray: number of JPEG files")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.ray:
+        ray_report = {"ray": run_ray(args.images, args.repeats)}
+        _print_ray(ray_report["ray"])
+        if args.out:
+            args.out.write_text(json.dumps(ray_report, indent=2))
+        return 0
     if not args.s3:
         parser.error("choose a section: --s3")
     report = {"s3": run_s3(args.rows, args.repeats)}

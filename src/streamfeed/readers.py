@@ -25,6 +25,7 @@ from .sources.hdf5 import HDF5Source
 from .sources.images import ImageSource, decode_spec
 from .sources.numpy import NumpySource, numpy_columns
 from .sources.parquet import ParquetSource
+from .sources.ray import RaySource
 from .sources.tfrecord import TFRecordSource
 
 if TYPE_CHECKING:
@@ -414,3 +415,42 @@ def read_tfrecord(
         report=report,
     )
     return Dataset(source, report=report)
+
+
+def read_ray(
+    dataset: Any,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    nulls: NullPolicy = "raise",
+    fill: Any = None,
+    list_lengths: Mapping[str, int] | None = None,
+    timeout: float | None = None,
+) -> Dataset:
+    """Streams a Ray Data dataset: Ray reads and decodes, streamfeed gives exact epochs.
+
+    The dataset is materialized (in a stable block order) and each Ray block
+    becomes one fragment with its exact row count, so ``shuffle(seed=)``,
+    ``batch``, ``shard``, the state and ``to_keras`` work as on files; blocks
+    are fetched with ``ray.get`` in the read pool. Needs ``streamfeed[ray]``;
+    Ray Data starts a local Ray if none is running (call ``ray.init`` to
+    choose). See ``docs/scale.md`` ("Ray Data").
+
+    Args:
+        dataset: a ``ray.data.Dataset``; fixed-shape tensor columns (images)
+            become ``(rows, *shape)`` arrays.
+        name, version: recorded in the fingerprint that validates a saved
+            state. The fingerprint sees the blocks' row counts, the schema
+            and Ray's plan text, never the values: change ``version`` when
+            the inputs or a map function change without changing those.
+        nulls, fill, list_lengths: as for :func:`read_parquet`.
+        timeout: seconds one ``ray.get`` of a block may wait (default: no
+            limit). A block that cannot be fetched (lost, freed, timed out)
+            raises :class:`~streamfeed.errors.StorageError` naming it; it is
+            never skipped.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
+    return Dataset(RaySource(dataset, name=name, version=version, policy=policy, timeout=timeout))
