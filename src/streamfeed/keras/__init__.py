@@ -5,12 +5,15 @@ from .checkpoint import DataCheckpoint
 from .layers import discretization_layer, integer_lookup_layer, normalization_layer, string_lookup_layer
 from .monitor import InputStallMonitor
 from .quality_monitor import DataQualityMonitor
+from .tf_distributed import WorkerCheckpoint, WorkerFeed
 
 __all__ = [
     "DataCheckpoint",
     "DataQualityMonitor",
     "InputStallMonitor",
     "KerasDataset",
+    "WorkerCheckpoint",
+    "WorkerFeed",
     "discretization_layer",
     "integer_lookup_layer",
     "normalization_layer",

@@ -339,16 +339,17 @@ class DataCheckpoint(keras.callbacks.Callback):
         _atomic_write_json(self.directory / STATE_FILE, state)  # the commit
         if pending is not None:
             _move_in_place(pending, self.directory / state["weights"])
-        self._remove_leftovers(keep=state.get("weights"))
+        remove_leftovers(self.directory, keep=state.get("weights"))
 
-    def _remove_leftovers(self, *, keep: str | None) -> None:
-        """Older weights, and what interrupted saves left (temporary directories and state files)."""
-        for old in self.directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")):
-            if old.name != keep:
-                old.unlink(missing_ok=True)
-        for path in self.directory.glob(f"{PENDING_PREFIX}*"):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-        for path in self.directory.glob(f".{STATE_FILE}-*.tmp"):
-            if path.is_file() and not path.is_symlink():
-                path.unlink(missing_ok=True)
+
+def remove_leftovers(directory: Path, *, keep: str | None) -> None:
+    """Older weights, and what interrupted saves left (temporary directories and state files)."""
+    for old in directory.glob(WEIGHTS_PATTERN.replace("{:06d}", "*")):
+        if old.name != keep:
+            old.unlink(missing_ok=True)
+    for path in directory.glob(f"{PENDING_PREFIX}*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+    for path in directory.glob(f".{STATE_FILE}-*.tmp"):
+        if path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
