@@ -111,34 +111,47 @@ def _global_order(per_worker: list[list[int]], batch: int) -> list[int]:
     return [row for step in zip(*steps) for part in step for row in part]
 
 
+@pytest.fixture(scope="module")
+def whole_order(files, tmp_path_factory) -> list[int]:
+    """The ids of epoch 0 as an uninterrupted one-process job with lanes=4 serves them (the global order)."""
+    out = tmp_path_factory.mktemp("whole") / "job"
+    whole = run_job(1, {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4}, out)
+    assert whole[0][0] == 0, whole
+    return whole[0][1]["ids"][0]
+
+
+@pytest.fixture(scope="module")
+def crashed(files, tmp_path_factory) -> Path:
+    """A 2-process job (lanes=4) killed after 10 steps, each process having saved its state and weights."""
+    root = tmp_path_factory.mktemp("crash")
+    settings = {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4, "crash_after": 10}
+    results = run_job(2, {**settings, "save": str(root / "saved")}, root / "job")
+    assert [code for code, _ in results] == [CRASH_CODE, CRASH_CODE], results
+    return root
+
+
 @pytest.mark.parametrize("resumed_with", [1, 4])
-def test_a_two_process_job_resumes_on_another_worker_count_exactly(files, tmp_path, resumed_with):
-    """Crash a 2-process job after 10 steps; resume on 1 or 4 processes (lanes=4, same global batch).
+def test_a_two_process_job_resumes_on_another_worker_count_exactly(files, whole_order, crashed, tmp_path, resumed_with):
+    """Resume the crashed 2-process job on 1 or 4 processes (lanes=4, the same global batch).
 
     The rows served before the crash and after the resume are every row of
     the epoch exactly once, and after the resume they come in the same global
     order an uninterrupted run gives — for any worker count.
     """
-    common = {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4}
-    whole = run_job(1, common, tmp_path / "whole")
-    assert whole[0][0] == 0, whole
-    order = whole[0][1]["ids"][0]
-
-    crashed = run_job(2, {**common, "crash_after": 10, "save": str(tmp_path / "saved")}, tmp_path / "crash")
-    assert [code for code, _ in crashed] == [CRASH_CODE, CRASH_CODE], crashed
-    saved = [json.loads(Path(f"{tmp_path / 'saved'}.{index}").read_text()) for index in range(2)]
+    saved = [json.loads(Path(f"{crashed / 'saved'}.{index}").read_text()) for index in range(2)]
     assert saved[0]["state"] == saved[1]["state"]  # a position in the global order, not a worker's
     before = _global_order([saved[0]["ids"], saved[1]["ids"]], GLOBAL_BATCH // 2)
-    assert before == order[: len(before)] and len(before) == 10 * GLOBAL_BATCH
+    assert before == whole_order[: len(before)] and len(before) == 10 * GLOBAL_BATCH
 
-    resumed = run_job(resumed_with, {**common, "resume": f"{tmp_path / 'saved'}.0"}, tmp_path / "resumed")
+    common = {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4}
+    resumed = run_job(resumed_with, {**common, "resume": f"{crashed / 'saved'}.0"}, tmp_path / "resumed")
     assert [code for code, _ in resumed] == [0] * resumed_with, resumed
     after = _global_order([result["ids"][0] for _, result in resumed], GLOBAL_BATCH // resumed_with)
-    assert before + after == order
-    assert sorted(before + after) == sorted(set(order)) and len(order) == ROWS - ROWS % 4
+    assert before + after == whole_order
+    assert sorted(before + after) == sorted(set(whole_order)) and len(whole_order) == ROWS - ROWS % 4
 
 
-def test_a_checkpointed_job_saves_once_and_resumes_on_another_worker_count(files, tmp_path):
+def test_a_checkpointed_job_saves_once_and_resumes_on_another_worker_count(files, whole_order, tmp_path):
     """DataCheckpoint in every process: one state and one weights file (process 0), resumed by 4 workers.
 
     The 2-process job is killed after 15 steps (its last save was at step
@@ -147,8 +160,6 @@ def test_a_checkpointed_job_saves_once_and_resumes_on_another_worker_count(files
     uninterrupted run serves them.
     """
     common = {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4, "checkpoint": str(tmp_path / "ckpt")}
-    whole = run_job(1, {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4}, tmp_path / "whole")
-    order = whole[0][1]["ids"][0]
     crashed = run_job(2, {**common, "every": 10, "crash_after": 15}, tmp_path / "crash")
     assert [code for code, _ in crashed] == [CRASH_CODE, CRASH_CODE], crashed
     written = sorted(path.name for path in (tmp_path / "ckpt").iterdir())
@@ -159,7 +170,7 @@ def test_a_checkpointed_job_saves_once_and_resumes_on_another_worker_count(files
     resumed = run_job(4, common, tmp_path / "resumed")
     assert [code for code, _ in resumed] == [0, 0, 0, 0], resumed
     after = _global_order([result["ids"][0] for _, result in resumed], GLOBAL_BATCH // 4)
-    assert after == order[10 * GLOBAL_BATCH :]
+    assert after == whole_order[10 * GLOBAL_BATCH :]
     weights = [result["weights"] for _, result in resumed]
     assert all(w == weights[0] for w in weights)
 
