@@ -259,6 +259,50 @@ def run_ray(count: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def run_jax(rows: int, repeats: int) -> dict[str, Any]:
+    """One and two JAX processes (gloo on loopback, Keras DataParallel) training on the same Parquet data.
+
+    Runs ``tests/distributed/_jax_worker.py`` (the test suite's worker) with a
+    global batch of 1 024, 3 epochs, and reports epoch 3's rows/s per process
+    and in total (the median over ``repeats`` jobs).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.spec_from_file_location(
+        "jax_mp", _HERE.parent / "tests" / "distributed" / "test_jax_multiprocess.py"
+    )
+    assert spec is not None and spec.loader is not None
+    jobs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(jobs)
+    jobs.DEADLINE = 1800
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="streamfeed-jax-bench-") as tmp:
+        root = Path(tmp)
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal(rows).astype("float32"), rng.standard_normal(rows).astype("float32")
+        table = pa.table({"id": np.arange(rows, dtype="int64"), "a": a, "b": b, "y": (2 * a - b).astype("float32")})
+        pq.write_table(table, root / "data.parquet", row_group_size=10_000)
+        settings = {"files": [str(root / "data.parquet")], "global_batch": BATCH, "epochs": 3, "lanes": 2}
+        results: dict[str, Any] = {}
+        for count in (1, 2):
+            per_process, totals = [], []
+            for repeat in range(repeats):
+                finished = jobs.run_job(count, settings, root / f"job-{count}-{repeat}")
+                assert all(code == 0 for code, _ in finished), finished
+                rates = [len(result["ids"][-1]) / result["seconds"][-1] for _, result in finished]
+                per_process.append(statistics.median(rates))
+                totals.append(
+                    sum(len(result["ids"][-1]) for _, result in finished) / max(r["seconds"][-1] for _, r in finished)
+                )
+            results[f"{count} process{'es' if count > 1 else ''}"] = {
+                "rows_per_second_per_process": statistics.median(per_process),
+                "rows_per_second_total": statistics.median(totals),
+            }
+    return {"rows": rows, "results": results, "load_average_start": load_start, "load_average_end": os.getloadavg()}
+
+
 def _print_ray(report: dict[str, Any]) -> None:
     print(f"load average at start {report['load_average_start']}, at end {report['load_average_end']}")
     print(f"{report['images']} JPEGs {report['file_side']}px -> {report['output_side']}px; ray.init "
@@ -272,11 +316,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--s3", action="store_true", help="object storage: local vs S3 without and with the cache")
     parser.add_argument("--ray", action="store_true", help="image decode: read_images vs Ray-decoded read_ray")
+    parser.add_argument("--jax", action="store_true", help="one vs two JAX training processes on the same data")
     parser.add_argument("--images", type=int, default=2_000, help="--ray: number of JPEG files")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.jax:
+        jax_report = run_jax(args.rows, args.repeats)
+        print(f"load average at start {jax_report['load_average_start']}, at end {jax_report['load_average_end']}")
+        for name, entry in jax_report["results"].items():
+            print(f"{name:<14} {entry['rows_per_second_per_process']:>12,.0f} rows/s per process"
+                  f"  {entry['rows_per_second_total']:>12,.0f} rows/s in total")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps({"jax": jax_report}, indent=2))
+        return 0
     if args.ray:
         ray_report = {"ray": run_ray(args.images, args.repeats)}
         _print_ray(ray_report["ray"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 os.environ["KERAS_BACKEND"] = "jax"
 import jax
@@ -45,7 +46,7 @@ def main() -> None:
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(keras.optimizers.SGD(0.05), "mse")
-    out: dict = {"steps": [], "ids": [], "index": index}
+    out: dict = {"steps": [], "ids": [], "seconds": [], "index": index}
     if settings.get("resume"):
         saved = json.loads(open(settings["resume"]).read())
         model.set_weights([np.asarray(w, "float32") for w in saved["weights"]])
@@ -53,7 +54,7 @@ def main() -> None:
 
     class Record(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
-            self.steps = 0
+            self.steps, self.started = 0, time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
             self.steps = batch + 1
@@ -69,6 +70,7 @@ def main() -> None:
                 os._exit(CRASH_CODE)
 
         def on_epoch_end(self, epoch, logs=None):
+            out["seconds"].append(time.perf_counter() - self.started)  # for benchmarks/scale.py --jax
             out["steps"].append(self.steps)
             out["ids"].append(train.served_ids().tolist())
 
