@@ -24,10 +24,10 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (2, ("runtime",)),
     (3, ("pipeline",)),
     (4, ("keras", "stats", "inspect", "transforms", "diagnostics")),
-    (5, ("readers", "writers", "convert", "demo", "__init__")),
+    (5, ("readers", "writers", "convert", "caching", "demo", "__init__")),
     (6, ("commands", "cli")),
 ]
-ALLOWED_UPWARD = {("pipeline", "keras.adapter")}  # Dataset.to_keras, imported when called
+ALLOWED_UPWARD = {("pipeline", "keras.adapter"), ("pipeline", "caching")}  # to_keras, cache: imported when called
 
 
 def _module_name(path: Path) -> str:
@@ -90,7 +90,7 @@ def test_no_import_runs_upward():
 
 def test_no_import_circles():
     graph = _graph()
-    graph["pipeline"] = graph["pipeline"] - {"keras.adapter"}  # lazy, and the one allowed exception
+    graph["pipeline"] = graph["pipeline"] - {"keras.adapter", "caching"}  # lazy, and the allowed exceptions
     circles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 

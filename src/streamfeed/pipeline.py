@@ -776,6 +776,27 @@ class Dataset:
             return self.column_names
         return [name for name in batch if name != PAD_MASK]
 
+    # ------------------------------------------------------------------- cache
+    def cache(
+        self, directory: "str | os.PathLike[str] | None" = None, *, max_bytes: int | None = None, mode: str = "always"
+    ) -> "Dataset":
+        """Reads each fragment from a Parquet copy of the source once one was written, writing it while reading.
+
+        The first epoch writes the copy as it reads (no extra pass); later
+        epochs, and later datasets of the same source and settings, read it.
+        The source's decoded rows are cached (``map``/``filter`` still run
+        every epoch), so batches, order and saved states are unchanged.
+        ``directory``: default ``$STREAMFEED_CACHE_DIR`` or
+        ``~/.cache/streamfeed/cache``. ``max_bytes``: past it (or on a full
+        disk) caching stops with a warning and reading continues from the
+        source. ``mode="auto"``: cache only if reading the source measured at
+        least twice as slow per row as reading the cache. See
+        :mod:`streamfeed.caching`.
+        """
+        from .caching import cache_source
+
+        return self._with(source=cache_source(self.source, directory, max_bytes=max_bytes, mode=mode))  # type: ignore[arg-type]
+
     # ------------------------------------------------------------------- keras
     def to_keras(self, **options: Any) -> "KerasDataset":
         """Wraps this dataset for ``model.fit/evaluate/predict`` on any backend.

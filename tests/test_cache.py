@@ -1,0 +1,330 @@
+"""The conversion cache (``Dataset.cache``) on CSV written by pandas and csv.
+
+What the cache served is told apart from what the source served by the
+store's count of source reads, and by rewriting the CSV files with other
+values of the same size and modification time (the source's identity is
+unchanged, so the cache is reused and yields the *old* values).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from streamfeed.caching import CachedSource, CacheWarning
+from streamfeed.readers import read_csv
+from streamfeed.sources._paths import MANIFEST_NAME
+from streamfeed.writers.publish import verify_output
+
+ROWS = (300, 250, 320)
+FRAGMENT_BYTES = 2000  # several byte-range fragments per file, of uneven row counts
+
+
+def _write(root: Path, letter: str = "n") -> None:
+    start = 0
+    for number, rows in enumerate(ROWS):
+        ids = np.arange(start, start + rows)
+        frame = pd.DataFrame({"id": ids, "x": ids / 2.0, "name": [f"{letter}{i % 7}" for i in ids]})
+        frame.to_csv(root / f"part-{number}.csv", index=False)
+        start += rows
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "csv"
+    root.mkdir()
+    _write(root)
+    return root
+
+
+def _open(root: Path):
+    return read_csv(root, fragment_bytes=FRAGMENT_BYTES, count_cache=False)
+
+
+def _epoch(ds, epoch: int = 0, state=None) -> list[dict[str, np.ndarray]]:
+    with ds.iter_epoch(epoch, state=state) as stream:
+        return [{name: np.array(column, copy=True) for name, column in batch.items()} for batch in stream]
+
+
+def _same(first: list[dict], second: list[dict]) -> None:
+    assert len(first) == len(second)
+    for a, b in zip(first, second):
+        assert list(a) == list(b)
+        for name in a:
+            assert a[name].dtype == b[name].dtype, name
+            np.testing.assert_array_equal(a[name], b[name])
+
+
+def _store(ds):
+    assert isinstance(ds.source, CachedSource)
+    return ds.source.store
+
+
+def _staging(cache: Path) -> list[str]:
+    return [name for name in os.listdir(cache) if ".caching-" in name] if cache.exists() else []
+
+
+def _published(ds) -> Path:
+    return Path(_store(ds).published)
+
+
+def test_first_epoch_writes_the_cache_and_later_reads_serve_it(data, tmp_path):
+    cache = tmp_path / "cache"
+    plain = _open(data).shuffle(3).batch(64)
+    cached = _open(data).cache(cache).shuffle(3).batch(64)
+    fragments = len(cached.source.fragments)
+    assert fragments >= 6
+
+    first = _epoch(cached, 0)
+    _same(first, _epoch(plain, 0))
+    assert _store(cached).source_reads == fragments
+    assert (_published(cached) / MANIFEST_NAME).is_file() and _staging(cache) == []
+    manifest = verify_output(_published(cached))  # every part's sha256 as listed
+    assert [entry["rows"] for entry in manifest["files"]] == [f.num_rows for f in cached.source.fragments]
+
+    _same(_epoch(cached, 1), _epoch(plain, 1))
+    assert _store(cached).source_reads == fragments  # epoch 2: nothing read from the source
+
+    # Same sizes and times, other values: the source's identity is unchanged, so a new
+    # dataset reads the cache, which still holds the old values.
+    times = {path: path.stat().st_mtime_ns for path in data.iterdir()}
+    _write(data, letter="m")
+    for path, mtime in times.items():
+        os.utime(path, ns=(mtime, mtime))
+    again = _open(data).cache(cache).shuffle(3).batch(64)
+    _same(_epoch(again, 0), first)
+    assert _store(again).source_reads == 0
+    assert {str(name)[0] for batch in _epoch(_open(data).shuffle(3).batch(64)) for name in batch["name"]} == {"m"}
+
+
+def test_states_move_between_the_cached_and_the_plain_dataset(data, tmp_path):
+    plain = _open(data).shuffle(5, window=2).batch(50)
+    cached = _open(data).cache(tmp_path / "cache").shuffle(5, window=2).batch(50)
+    assert cached.fingerprint() == plain.fingerprint() and len(cached) == len(plain)
+    for saver, restorer in ((plain, cached), (cached, plain), (cached, cached)):
+        with saver.iter_epoch(1) as stream:
+            head = [next(stream) for _ in range(4)]
+            state = stream.get_state()
+        assert len(head) == 4
+        _same(_epoch(restorer, state=state), _epoch(plain, 1)[4:])
+
+
+def test_a_changed_source_file_gets_another_key(data, tmp_path):
+    cache = tmp_path / "cache"
+    first = _open(data).cache(cache).batch(100)
+    _epoch(first)
+    path = data / "part-1.csv"
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    second = _open(data).cache(cache).batch(100)
+    assert _store(second).key != _store(first).key
+    _same(_epoch(second), _epoch(_open(data).batch(100)))
+    assert _store(second).source_reads == len(second.source.fragments)
+    assert sorted(os.listdir(cache)) == sorted([_store(first).key, _store(second).key])
+
+
+def test_max_bytes_stops_caching_with_one_warning_and_leaves_no_directory(data, tmp_path):
+    cache = tmp_path / "cache"
+    cached = _open(data).cache(cache, max_bytes=3000).shuffle(1).batch(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _epoch(cached)
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1 and "max_bytes=3000" in messages[0], messages
+    _same(got, _epoch(_open(data).shuffle(1).batch(64)))
+    assert os.listdir(cache) == []
+    _same(_epoch(cached, 1), _epoch(_open(data).shuffle(1).batch(64), 1))  # off for the run: no new warning
+
+
+def test_an_interrupted_epoch_is_continued_by_the_next_one(data, tmp_path):
+    cache = tmp_path / "cache"
+    cached = _open(data).cache(cache).with_options(read_threads=1).batch(20)
+    fragments = len(cached.source.fragments)
+    with cached.iter_epoch(0) as stream:
+        next(stream)
+    staged = _staging(cache)
+    assert len(staged) == 1 and not _published(cached).exists()
+    assert 0 < _store(cached).source_reads < fragments
+    _same(_epoch(cached), _epoch(_open(data).batch(20)))
+    assert _store(cached).source_reads == fragments  # each fragment read from the source once in all
+    assert _published(cached).is_dir() and _staging(cache) == []
+
+
+_CHILD = """
+import os, sys
+from streamfeed.readers import read_csv
+
+cache = sys.argv[2]
+
+
+def die_after_three_parts(columns):  # runs in the read thread, after the fragment was cached
+    staged = [name for name in os.listdir(cache) if ".caching-" in name]
+    journal = os.path.join(cache, staged[0], "_parts.jsonl")
+    if len(open(journal).read().splitlines()) >= 3:
+        os._exit(0)  # killed mid-epoch: no cleanup runs
+    return columns
+
+
+ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache)
+for batch in ds.with_options(read_threads=1).map(die_after_three_parts).batch(20):
+    pass
+os._exit(3)
+"""
+
+
+def test_a_dead_runs_staging_directory_is_adopted_and_a_damaged_part_rewritten(data, tmp_path):
+    cache = tmp_path / "cache"
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_CHILD.format(fragment_bytes=FRAGMENT_BYTES)), str(data), str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr
+    (staged,) = _staging(cache)
+    lines = (cache / staged / "_parts.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    damaged = cache / staged / f"part-{entries[0]['index']:06d}.parquet"
+    damaged.write_bytes(damaged.read_bytes()[:-40])  # cut short: its size and sha256 no longer match
+
+    cached = _open(data).cache(cache).batch(20)
+    _same(_epoch(cached), _epoch(_open(data).batch(20)))
+    fragments = len(cached.source.fragments)
+    assert _store(cached).source_reads == fragments - len(entries) + 1  # the others were adopted
+    assert _staging(cache) == []
+    verify_output(_published(cached))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_published_part_is_rewritten_not_served(data, tmp_path, damage):
+    cache = tmp_path / "cache"
+    _epoch(_open(data).cache(cache).batch(64))
+    cached = _open(data).cache(cache).batch(64)
+    part = _published(cached) / "part-000002.parquet"
+    raw = bytearray(part.read_bytes())
+    if damage == "truncate":
+        part.write_bytes(bytes(raw[: len(raw) // 2]))
+    else:  # the same size, one byte of page data changed: the page checksum tells
+        raw[len(raw) // 4] ^= 0xFF
+        part.write_bytes(bytes(raw))
+    _same(_epoch(cached), _epoch(_open(data).batch(64)))
+    assert _store(cached).source_reads == 1
+    verify_output(_published(cached))  # published again, whole
+    assert _staging(cache) == []
+
+
+def test_an_unwritable_cache_degrades_to_the_source(data, tmp_path):
+    """The staging directory becomes unwritable mid-epoch (replaced by a file: chmod does not stop root)."""
+    cache = tmp_path / "cache"
+    moved = tmp_path / "moved"
+    sabotaged: list[str] = []
+
+    def sabotage(columns):
+        if not sabotaged:  # after the first fragment was written, in the read thread
+            (staging,) = _staging(cache)
+            os.rename(cache / staging, moved)
+            (cache / staging).write_text("not a directory")
+            sabotaged.append(staging)
+        return columns
+
+    cached = _open(data).cache(cache).with_options(read_threads=1).map(sabotage, name="sabotage").batch(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _epoch(cached)
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1 and "failed" in messages[0], messages
+    _same(got, _epoch(_open(data).batch(64)))
+    assert not _published(cached).exists()
+    # What was written before is whole: renamed into place only once complete.
+    parts = sorted(moved.glob("part-*.parquet"))
+    assert parts and not list(moved.glob(".*.tmp"))
+    for path in parts:
+        assert pq.read_metadata(path).num_rows > 0
+
+
+def test_auto_mode_measures_once_and_says_why(data, tmp_path, caplog):
+    cache = tmp_path / "cache"
+    with caplog.at_level(logging.INFO, logger="streamfeed"):
+        ds = _open(data).cache(cache, mode="auto").batch(64)
+    records = [r.getMessage() for r in caplog.records if "cache(mode='auto')" in r.getMessage()]
+    assert len(records) == 1 and "us/row from the source" in records[0] and "us/row from the cache" in records[0]
+    assert isinstance(ds.source, CachedSource) == records[0].startswith("cache(mode='auto'): caching")
+    _same(_epoch(ds), _epoch(_open(data).batch(64)))
+    _epoch(_open(data).cache(cache).batch(64))  # publish one
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="streamfeed"):
+        again = _open(data).cache(cache, mode="auto")
+    assert isinstance(again.source, CachedSource) and "exists" in caplog.text
+
+
+def test_invalid_settings_are_refused(data, tmp_path):
+    with pytest.raises(ValueError, match="cache mode"):
+        _open(data).cache(tmp_path, mode="sometimes")
+    with pytest.raises(ValueError, match="max_bytes"):
+        _open(data).cache(tmp_path, max_bytes=-1)
+
+
+def test_no_thread_or_file_is_left_open(data, tmp_path):
+    before_threads = threading.active_count()
+    before_fds = len(os.listdir("/proc/self/fd"))
+    cached = _open(data).cache(tmp_path / "cache").shuffle(2).batch(64)
+    for epoch in range(2):
+        _epoch(cached, epoch)
+    with cached.iter_epoch(2) as stream:
+        next(stream)
+    assert threading.active_count() == before_threads
+    assert len(os.listdir("/proc/self/fd")) == before_fds
+
+
+def test_decoded_images_keep_their_shape_and_the_size_is_in_the_key(tmp_path):
+    from PIL import Image
+
+    from streamfeed.readers import read_images
+
+    root = tmp_path / "images"
+    rng = np.random.default_rng(0)
+    for label, count in (("a", 9), ("b", 14)):
+        (root / label).mkdir(parents=True)
+        for number in range(count):
+            pixels = rng.integers(0, 256, size=(12 + number, 10, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / label / f"{number}.png")
+    cache = tmp_path / "cache"
+
+    def images(size):
+        return read_images(root, size=size, fragment_size=5).shuffle(4).batch(6)
+
+    cached = images((8, 6)).cache(cache)
+    first = _epoch(cached)
+    assert first[0]["image"].shape == (6, 8, 6, 3) and first[0]["image"].dtype == np.uint8
+    _same(first, _epoch(images((8, 6))))
+    _same(_epoch(cached, 1), _epoch(images((8, 6)), 1))
+    assert _store(cached).source_reads == len(cached.source.fragments)
+    assert cached.source.label_map == images((8, 6)).source.label_map  # the source's attributes pass through
+    bigger = images((9, 6)).cache(cache)
+    assert _store(bigger).key != _store(cached).key
+    assert _epoch(bigger)[0]["image"].shape == (6, 9, 6, 3)
+
+
+def test_an_unreadable_manifest_is_written_again(data, tmp_path, caplog):
+    cache = tmp_path / "cache"
+    first = _open(data).cache(cache).batch(64)
+    _epoch(first)
+    (_published(first) / MANIFEST_NAME).write_text('{"format": "streamfeed-manifest", "version": 1, "rows": 3')
+    with caplog.at_level(logging.WARNING, logger="streamfeed"):
+        again = _open(data).cache(cache).batch(64)
+    assert "not one of this cache" in caplog.text
+    _same(_epoch(again), _epoch(_open(data).batch(64)))
+    assert _store(again).source_reads == len(again.source.fragments)
+    verify_output(_published(again))
