@@ -270,6 +270,7 @@ def run_jax(rows: int, repeats: int) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    sys.path.insert(0, str(_HERE.parent / "tests" / "distributed"))  # the test module imports its _jobs helper
     spec = importlib.util.spec_from_file_location(
         "jax_mp", _HERE.parent / "tests" / "distributed" / "test_jax_multiprocess.py"
     )

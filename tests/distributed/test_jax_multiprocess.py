@@ -10,16 +10,13 @@ test fails naming the hang.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _jobs import free_ports, run_workers
 
 pytestmark = pytest.mark.backend
 
@@ -46,36 +43,16 @@ def files(tmp_path_factory) -> list[str]:
     return paths
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_job(count: int, settings: dict, out: Path, *, per_worker: dict | None = None) -> list[tuple[int, dict]]:
     """Runs ``count`` worker processes to the end; returns (exit code, result) per worker."""
-    port, procs = _free_port(), []
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", "XLA_FLAGS": ""}
-    for index in range(count):
+    port = free_ports(1)[0]
+
+    def arguments(index: int) -> list[str]:
         mine = {**settings, **(per_worker or {}).get(index, {}), "out": str(out)}
-        args = [sys.executable, str(WORKER), str(index), str(count), str(port), json.dumps(mine)]
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    results = []
-    try:
-        for index, proc in enumerate(procs):
-            try:
-                _, err = proc.communicate(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {index} of {count} did not finish in {DEADLINE} s: the job hangs")
-            path = Path(f"{out}.{index}")
-            result = json.loads(path.read_text()) if path.exists() else {"stderr": err[-3000:]}
-            results.append((proc.returncode, result))
-    finally:
-        for proc in procs:  # stopped by pid, also when a worker hung
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return results
+        return [str(index), str(count), str(port), json.dumps(mine)]
+
+    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "XLA_FLAGS": ""}
+    return run_workers(WORKER, count, arguments, out, deadline=DEADLINE, env=env)
 
 
 def test_two_processes_on_uneven_row_groups_train_equal_steps_exactly_once(files, tmp_path):

@@ -9,16 +9,13 @@ most of each job's time on this machine.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _jobs import free_ports, run_workers
 
 pytestmark = pytest.mark.backend
 
@@ -45,43 +42,16 @@ def files(tmp_path_factory) -> list[str]:
     return paths
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def run_job(count: int, settings: dict, out: Path, *, per_worker: dict | None = None) -> list[tuple[int, dict]]:
     """Runs ``count`` worker processes to the end; returns (exit code, result) per worker."""
-    ports, procs = _free_ports(count), []
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env.pop("TF_CONFIG", None)
-    for index in range(count):
+    ports = free_ports(count)
+
+    def arguments(index: int) -> list[str]:
         mine = {**settings, **(per_worker or {}).get(index, {}), "out": str(out), "ports": ports}
-        args = [sys.executable, str(WORKER), str(index), str(count), json.dumps(mine)]
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    results = []
-    try:
-        for index, proc in enumerate(procs):
-            try:
-                _, err = proc.communicate(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {index} of {count} did not finish in {DEADLINE} s: the job hangs")
-            path = Path(f"{out}.{index}")
-            result = json.loads(path.read_text()) if path.exists() else {}
-            result["stderr"] = err[-2000:]
-            results.append((proc.returncode, result))
-    finally:
-        for proc in procs:  # stopped by pid, also when a worker hung
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return results
+        return [str(index), str(count), json.dumps(mine)]
+
+    env = {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": ""}  # each worker sets its own
+    return run_workers(WORKER, count, arguments, out, deadline=DEADLINE, env=env)
 
 
 def _codes(results: list[tuple[int, dict]]) -> list[int]:
