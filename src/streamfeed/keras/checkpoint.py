@@ -253,20 +253,7 @@ class DataCheckpoint(keras.callbacks.Callback):
             return
         self.dataset.set_state(self._saved["data"])
         if self.save_model:
-            weights = self.directory / self._saved["weights"]
-            self._build_optimizer()
-            try:
-                self.model.load_weights(weights)
-            except (OSError, ValueError) as exc:
-                raise StateError(
-                    describe(
-                        f"Cannot resume from {self.directory / STATE_FILE}: its weights do not load into this model",
-                        where=str(weights),
-                        expected="the weights of this model (and optimizer), as saved",
-                        found=f"{type(exc).__name__}: {exc}",
-                        fix=_FIX,
-                    )
-                ) from exc
+            restore_weights(self.model, self.directory, self._saved)
         logger.info(
             "resumed from %s: Keras epoch %d, data epoch %d at %s",
             self.directory,
@@ -274,18 +261,6 @@ class DataCheckpoint(keras.callbacks.Callback):
             self._saved["data"]["epoch"],
             {k: v for k, v in self._saved["data"].items() if k in ("unit", "offset", "batches")},  # sharded: batches
         )
-
-    def _build_optimizer(self) -> None:
-        """Creates the optimizer's variables so that loading fills them.
-
-        The TensorFlow backend builds the optimizer only when it traces the
-        first train step, after ``on_train_begin``; loading into an unbuilt
-        optimizer skips its state (momentum, iteration count) with a mere
-        warning, and the resumed run diverges from the uninterrupted one.
-        """
-        optimizer = getattr(self.model, "optimizer", None)
-        if optimizer is not None and not optimizer.built:
-            optimizer.build(self.model.trainable_variables)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch, self._trained = epoch, 0
@@ -321,25 +296,58 @@ class DataCheckpoint(keras.callbacks.Callback):
         gather = jax_gather()
         check_workers_agree(keras_epoch, self._saves, data, gather)
         committing = gather is None or process_index() == 0
-        self.directory.mkdir(parents=True, exist_ok=True)
         state: dict[str, Any] = {"keras_epoch": keras_epoch, "data": data, "save_number": self._saves}
-        pending: Path | None = None
-        if self.save_model:
-            state["weights"] = weights = WEIGHTS_PATTERN.format(self._saves)
-            if not committing:  # into this machine's temporary space, apart from the commit's leftovers
-                with tempfile.TemporaryDirectory(prefix="streamfeed-worker-weights-") as scratch:
-                    self.model.save_weights(Path(scratch) / weights)
-                return
-            private = tempfile.mkdtemp(dir=self.directory, prefix=f"{PENDING_PREFIX}{self._saves:06d}-")
-            pending = Path(private) / weights
-            self.model.save_weights(pending)
-            _fsync(pending)
-        if not committing:
-            return
-        _atomic_write_json(self.directory / STATE_FILE, state)  # the commit
-        if pending is not None:
-            _move_in_place(pending, self.directory / state["weights"])
-        remove_leftovers(self.directory, keep=state.get("weights"))
+        if committing:
+            commit_checkpoint(self.directory, state, self.model if self.save_model else None)
+        elif self.save_model:  # into this machine's temporary space, apart from the commit's leftovers
+            with tempfile.TemporaryDirectory(prefix="streamfeed-worker-weights-") as scratch:
+                self.model.save_weights(Path(scratch) / WEIGHTS_PATTERN.format(self._saves))
+
+
+def commit_checkpoint(directory: Path, state: dict[str, Any], model: Any = None) -> None:
+    """Writes ``model``'s weights (if given) and then ``state``, in the order the module docstring argues for.
+
+    ``state`` holds ``save_number``; the weights' name is added to it.
+    Shared by :class:`DataCheckpoint` and the multi-worker loop's checkpoint.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    pending: Path | None = None
+    if model is not None:
+        number = int(state["save_number"])
+        state["weights"] = weights = WEIGHTS_PATTERN.format(number)
+        pending = Path(tempfile.mkdtemp(dir=directory, prefix=f"{PENDING_PREFIX}{number:06d}-")) / weights
+        model.save_weights(pending)
+        _fsync(pending)
+    _atomic_write_json(directory / STATE_FILE, state)  # the commit
+    if pending is not None:
+        _move_in_place(pending, directory / state["weights"])
+    remove_leftovers(directory, keep=state.get("weights"))
+
+
+def restore_weights(model: Any, directory: Path, saved: Mapping[str, Any]) -> None:
+    """Loads a checkpoint's weights and optimizer variables into ``model``; StateError if they do not fit.
+
+    The optimizer is built first: the TensorFlow backend builds it only when
+    it traces the first train step, after ``on_train_begin``, and loading
+    into an unbuilt optimizer skips its state (momentum, iteration count)
+    with a mere warning, so the resumed run diverged from the uninterrupted one.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
+    weights = directory / saved["weights"]
+    try:
+        model.load_weights(weights)
+    except (OSError, ValueError) as exc:
+        raise StateError(
+            describe(
+                f"Cannot resume from {directory / STATE_FILE}: its weights do not load into this model",
+                where=str(weights),
+                expected="the weights of this model (and optimizer), as saved",
+                found=f"{type(exc).__name__}: {exc}",
+                fix=_FIX,
+            )
+        ) from exc
 
 
 def remove_leftovers(directory: Path, *, keep: str | None) -> None:

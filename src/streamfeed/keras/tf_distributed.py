@@ -41,25 +41,15 @@ mirrored variable needs no collective in TensorFlow, unlike JAX).
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import ArgumentError, StateError, describe
+from ..errors import ArgumentError, describe
 from ..pipeline import Dataset, Remainder
 from .adapter import KerasDataset
-from .checkpoint import (
-    PENDING_PREFIX,
-    STATE_FILE,
-    WEIGHTS_PATTERN,
-    _atomic_write_json,
-    _fsync,
-    _move_in_place,
-    load_checkpoint,
-    remove_leftovers,
-)
+from .checkpoint import commit_checkpoint, load_checkpoint, restore_weights
 from .workers import Gather, check_workers_agree
 
 
@@ -251,22 +241,8 @@ class WorkerCheckpoint:
         """The epoch to start the loop at: the saved data epoch (0 without a checkpoint)."""
         if saved is not None:
             feed.set_state(saved["data"])  # the pipeline checks it: StateError naming what differs
-            with feed.strategy.scope():
-                if not model.optimizer.built:  # else loading skips its variables (iterations, momentum)
-                    model.optimizer.build(model.trainable_variables)
-                weights = self.directory / saved["weights"]
-                try:
-                    model.load_weights(weights)
-                except (OSError, ValueError) as exc:
-                    raise StateError(
-                        describe(
-                            f"Cannot resume from {self.directory / STATE_FILE}: its weights do not fit this model",
-                            where=str(weights),
-                            expected="the weights of this model (and optimizer), as saved",
-                            found=f"{type(exc).__name__}: {exc}",
-                            fix="build the same model and compile it with the same optimizer",
-                        )
-                    ) from exc
+            with feed.strategy.scope():  # the optimizer's variables are made where the strategy puts them
+                restore_weights(model, self.directory, saved)
 
     def save(self, trained: int) -> None:
         """Saves after ``trained`` steps of the current epoch (after its last step: the next epoch's start)."""
@@ -275,13 +251,5 @@ class WorkerCheckpoint:
         check_workers_agree(int(data["epoch"]), self._saves, data, self.feed._gather)
         if not self.feed.strategy.extended.should_checkpoint:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        weights = WEIGHTS_PATTERN.format(self._saves)
-        private = Path(tempfile.mkdtemp(dir=self.directory, prefix=f"{PENDING_PREFIX}{self._saves:06d}-"))
-        pending = private / weights
-        self.model.save_weights(pending)
-        _fsync(pending)
-        state = {"keras_epoch": int(data["epoch"]), "data": data, "save_number": self._saves, "weights": weights}
-        _atomic_write_json(self.directory / STATE_FILE, state)  # the commit
-        _move_in_place(pending, self.directory / weights)
-        remove_leftovers(self.directory, keep=weights)
+        state = {"keras_epoch": int(data["epoch"]), "data": data, "save_number": self._saves}
+        commit_checkpoint(self.directory, state, self.model)
