@@ -1,8 +1,9 @@
 """Sizing the pipeline's buffers to a memory limit, and measuring RSS.
 
 The pipeline holds data in three places: fragments being read (``read_ahead``),
-the shuffle window being assembled (its pieces and the unit buffer they are
-concatenated into), and the prefetch queue of finished batches. Their sum is a
+the shuffle window (two unit buffers: one served while the next unit loads),
+and the prefetch queues of finished batches (the epoch's, and the next
+epoch's once the Keras adapter starts it early). Their sum is a
 figure we can compute before the first read; :func:`plan_layout` shrinks the
 window first, then read-ahead, then prefetch, until it fits.
 """
@@ -97,10 +98,10 @@ def estimate_bytes(
     read_threads: int = 1,
 ) -> int:
     """Peak bytes held by the pipeline's own buffers for this layout, decoding included."""
-    assembly = (2 if shuffled else 1) * window  # pieces + the reused unit buffer
+    assembly = (2 if shuffled else 1) * window  # the unit being served + the next one loading
     decoding = READ_TRANSIENT * min(read_threads, read_ahead)  # in-flight reads' scratch
     fragments = (read_ahead + assembly + decoding) * fragment_rows
-    batches = 2 * prefetch * batch_rows  # a batch and its packed form
+    batches = 3 * prefetch * batch_rows  # a batch and its packed form, and the next epoch's queue
     return int(row_bytes * (fragments + batches))
 
 

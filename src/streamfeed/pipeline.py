@@ -28,6 +28,7 @@ import copy
 import dataclasses
 import logging
 import os
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, cast
@@ -52,6 +53,7 @@ from .runtime.batch import PAD_MASK, LastBatch, num_batches
 from .runtime.epoch import produce_epoch
 from .runtime.lanes import produce_lanes
 from .runtime.reader import op_place, read_fragment
+from .runtime.shuffle import UnitBuffers
 from .runtime.spec import EpochSpec, Op
 from .state import make_lane_state, make_state, parse_lane_state, parse_state
 
@@ -822,7 +824,13 @@ class EpochIterator:
     """
 
     def __init__(
-        self, dataset: Dataset, epoch: int, start: Position | int, *, metrics: "bool | StageMetrics" = False
+        self,
+        dataset: Dataset,
+        epoch: int,
+        start: Position | int,
+        *,
+        metrics: "bool | StageMetrics" = False,
+        _buffers: UnitBuffers | None = None,
     ) -> None:
         from .runtime.metrics import resolve
 
@@ -831,6 +839,9 @@ class EpochIterator:
         self.position: Position | int = start  # sharded: the global batches done
         spec = dataset.epoch_spec(epoch)
         self._plan = spec.plan
+        # The unit buffer pair, shared with the epoch started by successor(); set once every fragment is read.
+        self._buffers = buffers = _buffers if _buffers is not None else UnitBuffers()
+        self._reads_done = reads_done = threading.Event()
         self._metrics = timing = resolve(metrics)
         if timing is not None:
             timing.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
@@ -840,7 +851,7 @@ class EpochIterator:
             (
                 (lambda stop: produce_lanes(spec, start, stop, timing))
                 if isinstance(start, int)
-                else (lambda stop: produce_epoch(spec, start, stop, timing))
+                else (lambda stop: produce_epoch(spec, start, stop, timing, buffers=buffers, reads_done=reads_done))
             ),
             depth=spec.layout.prefetch,
             name="streamfeed-epoch",
@@ -858,6 +869,27 @@ class EpochIterator:
             self.close()
             raise
         return batch
+
+    @property
+    def reads_done(self) -> bool:
+        """Whether every fragment of the epoch has been read (its last unit is being served)."""
+        return self._reads_done.is_set()
+
+    def successor(self, state: Mapping[str, Any]) -> "EpochIterator":
+        """Starts the epoch at ``state`` now, to read while this one's last batches are served.
+
+        Call it once :attr:`reads_done`: this epoch's reader is closed then,
+        and the two share one pair of unit buffers, so the pipeline stays in
+        its memory layout (the successor loads its first unit into the buffer
+        this epoch no longer needs, and waits for the other). ``state`` is
+        checked like :meth:`Dataset.iter_epoch`'s. Sharded epochs are
+        started plainly (their lanes keep buffers of their own).
+        """
+        dataset = self.dataset
+        if dataset.lanes is not None:
+            return dataset.iter_epoch(state=state)
+        epoch, start = dataset._start(0, state)
+        return EpochIterator(dataset, epoch, start, metrics=dataset.metrics, _buffers=self._buffers)
 
     @property
     def wait_seconds(self) -> float:

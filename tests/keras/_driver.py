@@ -21,9 +21,11 @@ Scenarios:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
+import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -262,7 +264,9 @@ def fit_evaluate_predict(path: str, data: dict) -> dict:
     model = dense_model()
     recorder = recorder_class()(train)
     with Warnings() as caught_warnings:
-        history = model.fit(train, epochs=2, verbose=0, callbacks=[recorder])  # shuffle=True (the default)
+        history = model.fit(train, epochs=3, verbose=0, callbacks=[recorder])  # shuffle=True (the default)
+    gc.collect()
+    threads_after_fit = sorted(t.name for t in threading.enumerate() if t.name.startswith("streamfeed-"))
     evaluation = pipeline.batch(BATCH).to_keras(features=FEATURES, label="y")
     loss = model.evaluate(evaluation, verbose=0)
     unshuffled = pipeline.batch(BATCH).to_keras(features=FEATURES, ids="id")
@@ -272,7 +276,9 @@ def fit_evaluate_predict(path: str, data: dict) -> dict:
     return {
         "len": len(train),
         "epochs": recorder.epochs,
-        "expected_ids": [epoch_ids(train.dataset, e) for e in range(2)],
+        "expected_ids": [epoch_ids(train.dataset, e) for e in range(3)],
+        "epochs_started_early": train.epochs_started_early,
+        "threads_after_fit": threads_after_fit,
         "data_epoch": train.epoch,
         "history_loss": [float(v) for v in history.history["loss"]],
         "evaluate_loss": float(loss),

@@ -184,6 +184,24 @@ def set_epoch_steps(num_batches: int) -> bool:
     return False
 
 
+def beginning_epoch_iterator() -> Any:
+    """The Keras epoch iterator beginning an epoch (on the call stack, as for :func:`set_epoch_steps`), or None.
+
+    The adapter starts the next epoch's reads early only for an iterator
+    that has already completed an epoch (``fit``'s later epochs, a reused
+    validation iterator), and stops that early start when the iterator is
+    collected (``fit`` returned): Keras tells a data adapter neither how
+    many epochs it will run nor when it is done.
+    """
+    code = enumerate_code()
+    frame: FrameType | None = sys._getframe(1)
+    while code is not None and frame is not None:
+        if frame.f_code is code:
+            return frame.f_locals.get("self")
+        frame = frame.f_back
+    return None
+
+
 @functools.cache
 def _warn_once_no_attribute(class_name: str) -> None:
     _warn_no_steps(f"{class_name} without {STEPS_ATTRIBUTE}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import copy
 import logging
+import weakref
 from typing import Any, Callable, Iterator, Literal, Mapping, Sequence
 
 import keras
@@ -39,6 +40,7 @@ from ..pipeline import Dataset, EpochIterator
 from ..runtime.batch import PAD_MASK
 from . import feeds
 from ._keras_internals import (
+    beginning_epoch_iterator,
     called_from_epoch_reset,
     class_weight_for_caller,
     data_adapter_base,
@@ -154,6 +156,10 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         self._start: dict = self.dataset.initial_state(0)
         self._epoch, self._num_batches = 0, self.dataset.num_batches(0)
         self._stream: EpochIterator | None = None
+        # The next epoch, started while this one's last unit is served (see _start_successor).
+        self._successor: EpochIterator | None = None
+        self._driver: _Driver | None = None  # the Keras epoch iterator running the epochs, while it lives
+        self.epochs_started_early = 0  # epochs served by a successor: read while the one before was trained
         self._begun = False
         self._served = 0
         self._states: collections.OrderedDict[int, dict] = collections.OrderedDict()  # after served batch i
@@ -185,6 +191,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """The epoch's next batch as Keras takes it; keeps the state after it."""
         stream = self._stream if self._stream is not None else self._open(begun=False)
         batch, state = self._replay.popleft() if self._replay else self._read(stream)
+        if self._successor is None and stream.reads_done and self._begun and self._driver_completed():
+            self._start_successor(stream)
         self._states[self._served] = state
         if len(self._states) > _KEEP_STATES:
             self._states.popitem(last=False)
@@ -277,6 +285,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         # Several training processes (JAX multi-process) must run the same steps from the same
         # position, or the one with fewer leaves the others waiting forever: see workers.py.
         check_workers_agree(self._epoch, self._num_batches, self._start, jax_gather())
+        self._follow(beginning_epoch_iterator())
         self._open(begun=True)
         # Keras fixed its step count when fit began, before a checkpoint
         # restored a mid-epoch state: a resumed epoch is shorter, and Keras
@@ -290,9 +299,12 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         complete = complete and not called_from_epoch_reset()
         if complete:
             self._close_stream()
-            self._move_to(self.dataset.initial_state(self._epoch + 1))
+            self._move_to(self.dataset.initial_state(self._epoch + 1))  # a successor, if any, starts here
+            if self._driver is not None:
+                self._driver.completed += 1
             return
         # Abandoned (a peek, an early stop): the epoch restarts from its start.
+        self._close_successor()
         self._served = 0
         self._states.clear()
         if self._head is None:  # more than a peek was read: nothing to replay
@@ -301,17 +313,47 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     # ---------------------------------------------------------------- helpers
     def _open(self, *, begun: bool) -> EpochIterator:
         """Starts serving the epoch at ``_start``: replays a peek's batches, or opens a stream."""
+        if self._stream is None and self._successor is not None:  # already reading the epoch that starts now
+            self._stream, self._stream_start, self._head = self._successor, self._start, []
+            self._successor = None
+            self.epochs_started_early += 1
         if self._stream is not None and self._head is not None and self._stream_start is self._start:
             # Restarting right after a peek: serve the peeked batches again.
             self._replay = collections.deque(self._head)
         else:
             self._close_stream()
+            self._close_successor()
             self._stream = self.dataset.iter_epoch(state=self._start)
             self._stream_start, self._head, self._replay = self._start, [], collections.deque()
         self._begun, self._served = begun, 0
         self._states.clear()
         self._ids = []
         return self._stream
+
+    def _follow(self, iterator: Any) -> None:
+        """Notes the Keras epoch iterator beginning an epoch: a new one has completed none yet."""
+        if iterator is None or (self._driver is not None and self._driver.iterator() is iterator):
+            return
+        self._close_successor()
+        self._driver = _Driver(iterator, self)
+
+    def _driver_completed(self) -> bool:
+        return self._driver is not None and self._driver.completed > 0 and self._driver.iterator() is not None
+
+    def _start_successor(self, stream: EpochIterator) -> None:
+        """Starts the next epoch's reads now that ``stream`` has read all of its fragments.
+
+        Measured (JAX, 1 M rows in one 16-fragment unit, shuffled): the model
+        waited 0.5-0.7 s at each epoch's start while the unit was read and
+        loaded; started here, the unit loads while the last batches train.
+        The two epochs share one pair of unit buffers (the memory layout's).
+        """
+        self._successor = stream.successor(self.dataset.initial_state(self._epoch + 1))
+
+    def _close_successor(self) -> None:
+        if self._successor is not None:
+            self._successor.close()
+            self._successor = None
 
     def _move_to(self, start: Mapping[str, Any]) -> None:
         """Makes ``start`` where the next epoch is served from; checks it against the pipeline."""
@@ -381,6 +423,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now."""
         self._move_to(state)
         self._close_stream()
+        self._close_successor()
 
     def served_ids(self) -> np.ndarray:
         """The ``ids`` column of the batches served in the current or last epoch."""
@@ -392,11 +435,33 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
             check_model_inputs(model, next(stream), self.features, self.inputs)
 
     def close(self) -> None:
-        """Stops the background threads of the current epoch, if any."""
+        """Stops the background threads of the current epoch (and of the next, if started), if any."""
         self._close_stream()
+        self._close_successor()
 
     def __enter__(self) -> "KerasDataset":
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _Driver:
+    """The Keras epoch iterator running an adapter's epochs, held weakly, and the epochs it completed.
+
+    When Keras drops it (``fit`` or ``evaluate`` returned), an epoch started
+    early for it will not be asked for: it is closed then, so no reading
+    thread outlives the call that needed it.
+    """
+
+    def __init__(self, iterator: Any, adapter: KerasDataset) -> None:
+        self.iterator = weakref.ref(iterator)
+        self.completed = 0
+        owner = weakref.ref(adapter)
+        weakref.finalize(iterator, _close_successor_of, owner)
+
+
+def _close_successor_of(owner: "weakref.ref[KerasDataset]") -> None:
+    adapter = owner()
+    if adapter is not None:
+        adapter._close_successor()

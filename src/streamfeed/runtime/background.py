@@ -118,17 +118,20 @@ class BackgroundIterator(Generic[T]):
         """Items ready in the queue (for diagnostics)."""
         return self._queue.qsize()
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = False) -> None:
         """Stops the producer and waits for it; safe to call more than once, from any thread.
 
         Consumers blocked in ``next()`` on other threads (Keras's tf.data
         thread when fit stops early, or threads sharing the iterator) each
-        get ``StopIteration`` rather than waiting forever.
+        get ``StopIteration`` rather than waiting forever. ``wait=True``
+        joins the producer even from one of streamfeed's threads: for an
+        owner thread closing a producer that never waits for it (the epoch's
+        producer closing its unit loader).
         """
         self._finished = True
         self._stop.set()
         self._drain()  # unblock a producer waiting on a full queue
-        self._join()
+        self._join(wait)
         self._drain()  # an item put while the producer was stopping
         self._end_for_next_consumer()
 
@@ -145,7 +148,7 @@ class BackgroundIterator(Generic[T]):
         except queue.Full:  # an end is already queued, or the unjoined producer filled it (no consumer is left)
             pass
 
-    def _join(self) -> None:
+    def _join(self, wait: bool = False) -> None:
         """Waits for the producer, except on one of streamfeed's own threads.
 
         ``close()`` may run on any thread: from a finalizer, wherever the
@@ -154,7 +157,7 @@ class BackgroundIterator(Generic[T]):
         there, setting ``stop`` is enough: the producer ends on its own.
         """
         current = threading.current_thread()
-        if current is not self._thread and not current.name.startswith(_OWN_THREADS):
+        if current is not self._thread and (wait or not current.name.startswith(_OWN_THREADS)):
             self._thread.join()
 
     def __enter__(self) -> "BackgroundIterator[T]":

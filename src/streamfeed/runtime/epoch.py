@@ -10,16 +10,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, TypeVar, cast
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, TypeVar
 
 from ..core import Chunk, Position, chunk_len, slice_chunk
 from ..memory import decoding_within
+from .background import BackgroundIterator
 from .batch import Batcher
 from .reader import OrderedReader, apply_ops
-from .shuffle import UnitBuffer, permuted_pieces, unit_permutation
+from .shuffle import UnitBuffers, permuted_pieces
 from .spec import EpochSpec
+from .units import load_units
 
 if TYPE_CHECKING:
     from .metrics import StageMetrics
@@ -35,6 +35,9 @@ def produce_epoch(
     stop: threading.Event,
     metrics: "StageMetrics | None" = None,
     until: Position | None = None,
+    *,
+    buffers: UnitBuffers | None = None,
+    reads_done: threading.Event | None = None,
 ) -> Generator[tuple[Chunk, Position], None, None]:
     """Yields ``(batch, position after it)`` for the spec's epoch from ``start`` to ``until``.
 
@@ -44,7 +47,11 @@ def produce_epoch(
     reads only the units it overlaps. Without a batch size, the "batches"
     are the read units' chunks as they come (sliced from ``start``), still
     positioned. With ``metrics``, the stages are timed from outside (ops
-    wrapped, generators measured).
+    wrapped, generators measured). Shuffled, units are loaded one ahead in
+    ``buffers`` (a pair of its own if None; see ``runtime/units.py``).
+    ``reads_done`` is set once every fragment of the epoch has been read
+    and the read pool is shut down: the point from which the next epoch
+    can start reading without exceeding the memory layout.
     """
     plan = spec.plan
     if metrics is not None:
@@ -64,109 +71,133 @@ def produce_epoch(
         metrics=metrics,
         decode_bytes=layout.decode_bytes,
     )
+
+    def finish_reading() -> None:
+        reader.close()  # idempotent; frees the read threads before the epoch's last batches are served
+        if reads_done is not None:
+            reads_done.set()
+
     batcher = Batcher(spec.batch_size, spec.last_batch) if spec.batch_size else None
     # Each batch's number in the epoch, for errors (a resumed state starts on a batch boundary).
     first = (plan.rows_before(start.unit) + start.offset) // spec.batch_size if spec.batch_size else 0
     numbers = itertools.count(first)
-    buffer = UnitBuffer() if spec.seed is not None else None
-    chunks = iter(reader)
+    units = range(start.unit, last)
+    pieces: Generator[tuple[Chunk, int, int, int], None, None] | None = None
     try:
-        for unit_index in range(start.unit, last):
-            pieces = []
-            for _ in plan.units[unit_index]:
-                chunk = next(chunks, None)
-                if stop.is_set():
-                    return
-                if chunk is not None:  # None: skipped under on_error="skip"
-                    pieces.append(chunk)
-            offset = start.offset if unit_index == start.unit else 0
-            limit = bound.offset if unit_index == bound.unit else None
-            unit_pieces = _unit_pieces(spec, unit_index, pieces, offset, buffer, batcher, limit)
-            for piece, piece_start, rows in _measured(unit_pieces, metrics, "assemble"):
-                if batcher is None:
-                    end = piece_start + chunk_len(piece)
-                    after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
-                    yield apply_batch_ops(spec, piece, next(numbers)), after
-                    continue
-                for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
-                    yield apply_batch_ops(spec, batch, next(numbers)), position
+        if spec.seed is None:
+            pieces = _unshuffled_pieces(spec, units, iter(reader), stop, start, bound, finish_reading)
+        else:
+            pieces = _shuffled_pieces(spec, units, reader, stop, start, bound, buffers, finish_reading, batcher)
+        for piece, unit_index, piece_start, rows in _measured(pieces, metrics, "assemble"):
+            if batcher is None:
+                end = piece_start + chunk_len(piece)
+                after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
+                yield apply_batch_ops(spec, piece, next(numbers)), after
+                continue
+            for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
+                yield apply_batch_ops(spec, batch, next(numbers)), position
         if batcher is not None:
             for batch, position in _measured(batcher.finish(), metrics, "batch"):
                 yield apply_batch_ops(spec, batch, next(numbers)), position
+        if not units:
+            finish_reading()
     finally:
+        if pieces is not None:
+            pieces.close()  # stops the unit loader before its reader closes under it
         reader.close()
 
 
-def _unit_pieces(
+def _unshuffled_pieces(
     spec: EpochSpec,
-    unit_index: int,
-    pieces: list[Chunk],
-    offset: int,
-    buffer: UnitBuffer | None,
-    batcher: Batcher | None,
-    limit: int | None = None,
-) -> Iterator[tuple[Chunk, int, int]]:
-    """A unit's rows from ``offset`` (to ``limit``) as ``(piece, first row's index, unit rows)``.
-
-    Unshuffled, the pieces are views of the fragments' chunks. Shuffled (and
-    balanced, which implies shuffled), each piece is gathered from the unit
-    buffer in the unit's emission order, sized to complete the batcher's
-    next batch so that batches need no further copy.
-    """
-    rows = sum(chunk_len(piece) for piece in pieces)
-    if rows == 0:
-        return
-    stop = rows if limit is None else min(rows, limit)
-    if buffer is None:
+    units: range,
+    chunks: Iterator[Chunk | None],
+    stop: threading.Event,
+    start: Position,
+    bound: Position,
+    finish_reading: Callable[[], None],
+) -> Generator[tuple[Chunk, int, int, int], None, None]:
+    """Each unit's rows from ``start`` to ``bound`` as ``(piece, unit, first row's index, unit rows)``: views."""
+    for unit_index in units:
+        pieces = []
+        for _ in spec.plan.units[unit_index]:
+            chunk = next(chunks, None)
+            if stop.is_set():
+                return
+            if chunk is not None:  # None: skipped under on_error="skip"
+                pieces.append(chunk)
+        if unit_index == units[-1]:
+            finish_reading()
+        rows = sum(chunk_len(piece) for piece in pieces)
+        offset = start.offset if unit_index == start.unit else 0
+        limit = min(rows, bound.offset) if unit_index == bound.unit else rows
         seen = 0
         for piece in pieces:
             size = chunk_len(piece)
-            if seen + size > offset and seen < stop:
+            if seen + size > offset and seen < limit:
                 skip = max(0, offset - seen)
-                yield slice_chunk(piece, skip, min(size, stop - seen)), seen + skip, rows
+                yield slice_chunk(piece, skip, min(size, limit - seen)), unit_index, seen + skip, rows
             seen += size
-        return
-    emission = _emission_order(spec, unit_index, pieces, rows, offset)
-    if emission is None:
-        return
-    order, record = emission
-    emitted = len(order)  # the unit's rows as positions count them, whatever part of it is emitted
-    if limit is not None:
-        order = order[:limit]
-    buffer.load(pieces)
-    pieces.clear()  # the buffer holds the rows now: free the window's fragments before gathering
-    sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
-    for piece, piece_start in permuted_pieces(buffer, order, offset, sizes):
-        if record is not None:
-            record(order[piece_start : piece_start + chunk_len(piece)])
-        yield piece, piece_start, emitted
 
 
-def _emission_order(
-    spec: EpochSpec, unit_index: int, pieces: list[Chunk], rows: int, offset: int
-) -> tuple[np.ndarray, Callable[[np.ndarray], None] | None] | None:
-    """The unit's row indices in the order they are emitted, and what to record; None if none remain.
+def _shuffled_pieces(
+    spec: EpochSpec,
+    units: range,
+    reader: OrderedReader,
+    stop: threading.Event,
+    start: Position,
+    bound: Position,
+    buffers: UnitBuffers | None,
+    finish_reading: Callable[[], None],
+    batcher: Batcher | None,
+) -> Generator[tuple[Chunk, int, int, int], None, None]:
+    """Each unit's rows gathered in its emission order, the next unit loading meanwhile.
 
-    Shuffled, a seeded permutation of the unit. Balanced, the sampler's
-    draw (``k_u`` indices with replacement, ``k_u`` fixed by the plan); it
-    too is seeded per unit, so resuming at ``offset`` re-draws the same
-    indices and skips the first ``offset``.
+    Each piece is sized to complete the batcher's next batch, so that
+    batches need no further copy. A unit's buffer goes back to the pair
+    when its last piece is gathered.
     """
-    sampler, epoch = spec.sampler, spec.epoch
-    seed = cast(int, spec.seed)  # units are buffered (and so emitted here) only when shuffling
-    if sampler is None:
-        if rows <= offset:
-            return None
-        return unit_permutation(rows, seed=seed, epoch=epoch, shard_index=spec.shard_index, unit_index=unit_index), None
-    unit_rows = spec.plan.unit_rows
-    samples = unit_rows[unit_index]
-    if offset == 0 and not any(unit_rows[:unit_index]):
-        sampler.reset(epoch)  # the epoch (re)starts: a Keras peek must not count twice
-    if samples <= offset:
-        return None
-    labels = np.concatenate([sampler.label_column(piece) for piece in pieces])
-    order = sampler.draw(labels, samples, epoch=epoch, shard_index=spec.shard_index, unit_index=unit_index)
-    return order, lambda drawn: sampler.record(epoch, labels[drawn])
+    if not units:
+        return
+    pair = buffers if buffers is not None else UnitBuffers()
+    owner = object()  # this epoch's claim on the pair's buffers
+    bound_offset = (bound.unit, bound.offset) if bound.offset > 0 else None
+    loaded = BackgroundIterator(
+        lambda loader_stop: load_units(
+            spec,
+            units,
+            iter(reader),
+            pair,
+            owner,
+            _either(stop, loader_stop),
+            first_offset=start.offset,
+            bound_offset=bound_offset,
+            reads_done=finish_reading,
+        ),
+        depth=1,
+        name="streamfeed-units",
+    )
+    sizes = iter(lambda: batcher.room, None) if batcher is not None else itertools.repeat(_UNBATCHED_PIECE_ROWS)
+    try:
+        for unit in loaded:
+            offset = start.offset if unit.index == start.unit else 0
+            for piece, piece_start in permuted_pieces(unit.buffer, unit.order, offset, sizes):
+                if unit.record is not None:
+                    unit.record(unit.order[piece_start : piece_start + chunk_len(piece)])
+                yield piece, unit.index, piece_start, unit.emitted
+            pair.release(unit.buffer)
+    finally:
+        loaded.close(wait=True)  # the loader never waits for this thread: joining it is safe
+        pair.release_all(owner)
+
+
+class _either:
+    """A stop signal that is set when either of two events is (the epoch's, or the loader's own)."""
+
+    def __init__(self, first: threading.Event, second: threading.Event) -> None:
+        self._first, self._second = first, second
+
+    def is_set(self) -> bool:
+        return self._first.is_set() or self._second.is_set()
 
 
 def _measured(items: Iterable[T], metrics: "StageMetrics | None", stage: str) -> Iterable[T]:

@@ -7,15 +7,18 @@ unit's permutation is a pure function of ``(seed, epoch, shard, unit)``,
 resuming needs only the unit number and an offset: the unit is re-read and
 permuted again, identically.
 
-The unit is concatenated into one buffer that is reused from unit to unit
-and each batch is gathered from it directly: one copy per row, and no
-fresh window-sized allocation per unit (whose page faults cost more than
-the gather itself, measured: 0.23 s vs 0.06 s for a 95 MB window).
+Each unit is copied into one of two buffers reused from unit to unit (and
+from epoch to epoch) and each batch is gathered from it directly: one copy
+per row, and no fresh window-sized allocation per unit (whose page faults
+cost more than the gather itself, measured: 0.23 s vs 0.06 s for a 95 MB
+window). Two, so that the next unit loads while this one is served
+(``runtime/units.py``).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import threading
+from typing import Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -23,6 +26,7 @@ from ..core import Chunk, chunk_len, interleave
 from ..plan import epoch_rng
 
 _SHUFFLE_STREAM = 1  # keeps row permutations independent of the fragment order stream
+_POLL_SECONDS = 0.05  # how often a loader waiting for a buffer checks whether it was stopped
 
 
 def unit_permutation(rows: int, *, seed: int, epoch: int, shard_index: int, unit_index: int) -> np.ndarray:
@@ -36,50 +40,75 @@ class UnitBuffer:
     One-dimensional columns of the same dtype are stored side by side in
     one row-major block, so a batch is one row gather per dtype rather than
     one gather per column (33 columns: 64 k ``take`` calls an epoch became
-    2 k). Reuse is safe because nothing downstream keeps a view of the
-    buffers: gathered batches are copies.
+    2 k). Chunks are appended as they arrive from the reader, each freed
+    right after its copy, so a unit never exists twice (as fragments and
+    as the buffer). Reuse is safe because nothing downstream keeps a view
+    of the buffers: gathered batches are copies.
     """
 
     def __init__(self) -> None:
         self._blocks: dict[str, np.ndarray] = {}
         self._layout: list[tuple[str, str, int | None]] = []  # (column, block, index in block or None)
+        self._groups: dict[str, list[str]] = {}  # dtype block -> its columns, in order
         self._rows = 0
 
-    def load(self, pieces: Sequence[Chunk]) -> None:
-        """Copies the unit's chunks (in order) into the buffers."""
-        rows = sum(chunk_len(piece) for piece in pieces)
-        first = pieces[0]
-        grouped: dict[str, list[str]] = {}
-        self._layout = []
+    @property
+    def rows(self) -> int:
+        """Rows loaded into the current unit so far."""
+        return self._rows
+
+    def begin(self, first: Chunk, capacity: int) -> None:
+        """Starts a unit whose columns are ``first``'s, with room for ``capacity`` rows (it grows if needed)."""
+        self._groups, self._layout, self._rows = {}, [], 0
         for name, column in first.items():
             if column.ndim == 1 and column.dtype.kind in "biuf":
-                group = grouped.setdefault(f"dtype:{column.dtype.str}", [])
+                group = self._groups.setdefault(f"dtype:{column.dtype.str}", [])
                 self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
                 group.append(name)
             else:
                 self._layout.append((name, f"column:{name}", None))
-        for block_name, names in grouped.items():
-            block = self._block(block_name, (rows, len(names)), first[names[0]].dtype)
-            start = 0
-            for piece in pieces:
-                interleave([piece[name] for name in names], block[start : start + chunk_len(piece)])
-                start += chunk_len(piece)
+        for block_name, names in self._groups.items():
+            self._block(block_name, (capacity, len(names)), first[names[0]].dtype)
         for name, block_name, index in self._layout:
             if index is None:
-                block = self._block(block_name, (rows, *first[name].shape[1:]), first[name].dtype)
-                np.concatenate([piece[name] for piece in pieces], out=block)
-        self._rows = rows
+                self._block(block_name, (capacity, *first[name].shape[1:]), first[name].dtype)
+
+    def append(self, chunk: Chunk) -> None:
+        """Copies ``chunk``'s rows after the unit's rows so far."""
+        size = chunk_len(chunk)
+        start, stop = self._rows, self._rows + size
+        for block_name, names in self._groups.items():
+            interleave([chunk[name] for name in names], self._room(block_name, stop)[start:stop])
+        for name, block_name, index in self._layout:
+            if index is None:
+                self._room(block_name, stop)[start:stop] = chunk[name]
+        self._rows = stop
+
+    def load(self, pieces: Sequence[Chunk]) -> None:
+        """Copies the unit's chunks (in order) into the buffers."""
+        self.begin(pieces[0], sum(chunk_len(piece) for piece in pieces))
+        for piece in pieces:
+            self.append(piece)
 
     def _block(self, name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
         block = self._blocks.get(name)
         if block is None or block.shape[0] < shape[0] or block.shape[1:] != shape[1:] or block.dtype != dtype:
             block = np.empty(shape, dtype=dtype)
             self._blocks[name] = block
-        return block[: shape[0]]
+        return block
+
+    def _room(self, name: str, rows: int) -> np.ndarray:
+        """The block ``name`` with room for ``rows`` rows (a unit larger than announced grows it by half)."""
+        block = self._blocks[name]
+        if block.shape[0] < rows:
+            grown = np.empty((max(rows, block.shape[0] * 3 // 2), *block.shape[1:]), dtype=block.dtype)
+            grown[: self._rows] = block[: self._rows]
+            self._blocks[name] = block = grown
+        return block
 
     def gather(self, indices: np.ndarray) -> Chunk:
         """Rows at ``indices`` of the loaded unit, as a new chunk."""
-        taken = {name: np.take(block[: self._rows], indices, axis=0) for name, block in self._blocks.items()}
+        taken = {name: np.take(self._blocks[name][: self._rows], indices, axis=0) for name in self._block_names()}
         # A dtype block's columns are its transpose's rows: ``list(block.T)`` makes them all in one call
         # (measured 18 vs 36 µs a batch for 33 columns, against one ``[:, index]`` each).
         views = {name: list(block.T) for name, block in taken.items() if name.startswith("dtype:")}
@@ -87,6 +116,63 @@ class UnitBuffer:
         for name, block_name, index in self._layout:
             out[name] = taken[block_name] if index is None else views[block_name][index]
         return out
+
+    def _block_names(self) -> list[str]:
+        return [*self._groups, *(block for _, block, index in self._layout if index is None)]
+
+
+class StopSignal(Protocol):
+    """What a waiting loader checks to know it was stopped (a ``threading.Event``, or several)."""
+
+    def is_set(self) -> bool: ...
+
+
+class UnitBuffers:
+    """The two unit buffers of a chain of epochs: one served while the next unit loads into the other.
+
+    An epoch's loader takes a buffer before it reads a unit's first chunk
+    and its producer gives it back when the unit's last batch is gathered;
+    a third unit waits. The next epoch, started early (see
+    ``EpochIterator.successor``), shares the pair, so it loads its first
+    unit into the buffer the finishing epoch no longer needs and the two
+    never hold more than two units between them (the memory layout counts
+    two). Every buffer is taken for an owner, and :meth:`release_all`
+    returns what a stopped epoch still held.
+    """
+
+    def __init__(self, count: int = 2) -> None:
+        self._free = [UnitBuffer() for _ in range(count)]
+        self._owners: dict[int, tuple[object, UnitBuffer]] = {}  # id(buffer) -> (owner, buffer)
+        self._ready = threading.Condition()
+
+    def acquire(self, owner: object, stop: StopSignal) -> UnitBuffer | None:
+        """A free buffer for ``owner``, waiting for one; None once ``stop`` is set."""
+        with self._ready:
+            while not self._free:
+                if stop.is_set():
+                    return None
+                self._ready.wait(_POLL_SECONDS)
+            if stop.is_set():
+                return None
+            buffer = self._free.pop()
+            self._owners[id(buffer)] = (owner, buffer)
+            return buffer
+
+    def release(self, buffer: UnitBuffer) -> None:
+        """Gives ``buffer`` back (a second release is ignored)."""
+        with self._ready:
+            if self._owners.pop(id(buffer), None) is not None:
+                self._free.append(buffer)
+                self._ready.notify()
+
+    def release_all(self, owner: object) -> None:
+        """Gives back every buffer ``owner`` still holds."""
+        with self._ready:
+            for key, (held_by, buffer) in list(self._owners.items()):
+                if held_by is owner:
+                    del self._owners[key]
+                    self._free.append(buffer)
+            self._ready.notify_all()
 
 
 def permuted_pieces(
