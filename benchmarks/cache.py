@@ -1,27 +1,37 @@
-"""Conversion cache benchmark: a CSV epoch without the cache, writing it, and reading it.
+"""Conversion cache benchmark: an epoch without the cache, writing it, and reading it.
 
-On the CSV of ``benchmarks/csv.py`` (32 float32 features + a float32 label;
-2 M rows, ``--quick`` 200 k; its generator, data cached outside the
-repository), one process measures in turn, each a full pass in batches of
-1024:
+Two cases (``--images`` for the second), each a full pass in batches:
 
-* ``plain``: ``read_csv(path).batch(1024)``, epoch 1 (no cache);
-* ``writing``: ``read_csv(path).cache(dir).batch(1024)``, epoch 1 (reads the
-  CSV and writes the Parquet cache as it goes);
-* ``reading``: the same dataset's epoch 2 (reads the cache only).
+* CSV (default): the file of ``benchmarks/csv.py`` (32 float32 features +
+  a float32 label; 2 M rows, ``--quick`` 200 k), batches of 1024;
+* images (``--images``): the JPEG class folders of ``benchmarks/images.py``
+  (10 000 JPEGs of 256x256, ``--quick`` 1 000; its generator), decoded and
+  resized to 224x224 ``uint8``, batches of 64.
+
+One process measures in turn:
+
+* ``plain``: the source, epoch 1 (no cache);
+* ``writing``: ``.cache(dir)``, epoch 1 (reads the source and writes the
+  Parquet cache as it goes: CSV parts by the cache's writer thread, decoded
+  images by the read threads);
+* ``writing_inline`` (``--inline``): the same with the writer thread off
+  (``caching.WRITE_QUEUE = 0``: each read thread writes its own part, as
+  before the writer thread; for images the same as ``writing``);
+* ``reading``: the cached dataset's epoch 2 (reads the cache only).
 
 Each is run ``--repeat`` times (default 3), alternated, and the median
 run of each is reported (every run's rows/s is listed too). It reports
-rows/s and CPU seconds per million rows, the first
-epoch's slowdown (``writing`` vs ``plain``; target <= 15 %) and the later
-epochs' speed-up (``reading`` vs ``plain``), with ``uptime`` at start and
-end. The cache goes to a fresh temporary directory beside the data and is
-deleted after the run. Opening (the CSV row-count scan) is not timed.
+rows/s and CPU seconds per million rows, the first epoch's slowdown
+(``writing`` vs ``plain``; target <= 15 %) and the later epochs' speed-up
+(``reading`` vs ``plain``), with ``uptime`` at start and end. The cache
+goes to a fresh temporary directory beside the data and is deleted after
+the run. Opening (the CSV row-count scan, the image listing) is not timed.
 
 Usage::
 
-    python benchmarks/cache.py            # 2 M rows
-    python benchmarks/cache.py --quick    # 200 k rows
+    python benchmarks/cache.py                    # 2 M CSV rows
+    python benchmarks/cache.py --images           # 10 000 JPEGs
+    python benchmarks/cache.py --quick --inline   # 200 k rows, with the inline-writes variant
 """
 
 from __future__ import annotations
@@ -51,19 +61,21 @@ def _load(name: str, file: str):
 
 C = _load("streamfeed_bench_common", "_common.py")
 CSV = _load("streamfeed_bench_csv", "csv.py")  # its data generator: the same 2 M-row file
+IMAGES = _load("streamfeed_bench_images", "images.py")  # its generator: the same JPEG folders
+IMAGE_SIDE, IMAGE_OUT, IMAGE_BATCH = 256, 224, 64
 
 
 def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
-def _epoch(ds, epoch: int) -> dict:
+def _epoch(ds, epoch: int, column: str) -> dict:
     """One timed pass: rows, wall seconds, process CPU seconds."""
     rows = 0
     wall, cpu = time.perf_counter(), time.process_time()
     with ds.iter_epoch(epoch) as stream:
         for batch in stream:
-            rows += len(batch[C.LABEL])
+            rows += len(batch[column])
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {
         "rows": rows,
@@ -75,46 +87,85 @@ def _epoch(ds, epoch: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="200 k rows instead of 2 M")
+    parser.add_argument("--quick", action="store_true", help="200 k rows (1 000 images) instead of 2 M (10 000)")
+    parser.add_argument("--images", action="store_true", help="the JPEG folders instead of the CSV")
+    parser.add_argument("--inline", action="store_true", help="also measure writing without the writer thread")
     parser.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
-    parser.add_argument("--repeat", type=int, default=3, help="alternated runs of the three; the median of each")
+    parser.add_argument("--repeat", type=int, default=3, help="alternated runs of each; the median of each")
     args = parser.parse_args(argv)
-    rows = 200_000 if args.quick else 2_000_000
     load_start = _uptime()
-    path = CSV.generate(args.data_dir, rows)
-    C.warm_files([str(path)])
 
-    from streamfeed.readers import read_csv
+    from streamfeed import caching
 
-    runs: dict[str, list[dict]] = {"plain": [], "writing": [], "reading": []}
-    for _ in range(args.repeat):  # alternated, so that a load change on the shared machine hits all three
-        runs["plain"].append(_epoch(read_csv(path, count_cache=False).batch(C.BATCH), 0))
-        scratch = tempfile.mkdtemp(prefix="cache-bench-", dir=args.data_dir)
+    if args.images:
+        from streamfeed.readers import read_images
+
+        rows = 1_000 if args.quick else 10_000
+        path = IMAGES.generate(args.data_dir / "images", rows, IMAGE_SIDE)
+        C.warm_files(IMAGES.list_files(path)[0])
+        column, data_bytes = "label", sum(p.stat().st_size for p in path.glob("*/*.jpg"))
+
+        def open_data():
+            return read_images(path, size=(IMAGE_OUT, IMAGE_OUT)).batch(IMAGE_BATCH)
+
+    else:
+        from streamfeed.readers import read_csv
+
+        rows = 200_000 if args.quick else 2_000_000
+        path = CSV.generate(args.data_dir, rows)
+        C.warm_files([str(path)])
+        column, data_bytes = C.LABEL, path.stat().st_size
+
+        def open_data():
+            return read_csv(path, count_cache=False).batch(C.BATCH)
+
+    def cached_pass(scratch: str, inline: bool) -> tuple[dict, object]:
+        queue = caching.WRITE_QUEUE
+        caching.WRITE_QUEUE = 0 if inline else queue
         try:
-            cached = read_csv(path, count_cache=False).cache(scratch).batch(C.BATCH)
-            runs["writing"].append(_epoch(cached, 0))
-            published = Path(cached.source.store.published)
-            cache_bytes = sum(part.stat().st_size for part in published.glob("part-*.parquet"))
-            runs["reading"].append(_epoch(cached, 1))
-            assert cached.source.store.source_reads == len(cached.source.fragments)  # epoch 2: the cache only
+            cached = open_data().cache(scratch)
+            return _epoch(cached, 0, column), cached
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            caching.WRITE_QUEUE = queue
+
+    names = ["plain", "writing"] + (["writing_inline"] if args.inline else []) + ["reading"]
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    cache_bytes = 0
+    for _ in range(args.repeat):  # alternated, so that a load change on the shared machine hits all of them
+        runs["plain"].append(_epoch(open_data(), 0, column))
+        for inline in [False, True] if args.inline else [False]:
+            scratch = tempfile.mkdtemp(prefix="cache-bench-", dir=args.data_dir)
+            try:
+                result, cached = cached_pass(scratch, inline)
+                runs["writing_inline" if inline else "writing"].append(result)
+                published = Path(cached.source.store.published)
+                cache_bytes = sum(part.stat().st_size for part in published.glob("part-*.parquet"))
+                if not inline:
+                    runs["reading"].append(_epoch(cached, 1, column))
+                    assert cached.source.store.source_reads == len(cached.source.fragments)  # epoch 2: the cache
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
     # The median run of each (by wall time): the machine is shared, and one quiet or busy run is no measure.
     results = {name: sorted(found, key=lambda run: run["seconds"])[len(found) // 2] for name, found in runs.items()}
-    plain, writing, reading = (results[name]["rows_per_s"] for name in ("plain", "writing", "reading"))
+    speed = {name: results[name]["rows_per_s"] for name in names}
     summary = {
+        "case": "images" if args.images else "csv",
         "rows": rows,
         "repeat": args.repeat,
-        "csv_bytes": path.stat().st_size,
+        "part_compression": caching.PART_COMPRESSION,
+        "write_queue": caching.WRITE_QUEUE,
+        "data_bytes": data_bytes,
         "cache_bytes": cache_bytes,
         "median": results,
         "all_rows_per_s": {name: [run["rows_per_s"] for run in found] for name, found in runs.items()},
-        "first_epoch_slowdown_pct": round(100 * (plain / writing - 1), 1),
+        "first_epoch_slowdown_pct": round(100 * (speed["plain"] / speed["writing"] - 1), 1),
         "target_slowdown_pct": 15,
-        "later_epoch_speedup": round(reading / plain, 2),
+        "later_epoch_speedup": round(speed["reading"] / speed["plain"], 2),
         "uptime_start": load_start,
         "uptime_end": _uptime(),
     }
+    if args.inline:
+        summary["first_epoch_slowdown_inline_pct"] = round(100 * (speed["plain"] / speed["writing_inline"] - 1), 1)
     print(json.dumps(summary, indent=1))
     return 0
 

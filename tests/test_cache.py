@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from streamfeed import caching
 from streamfeed.caching import CachedSource, CacheWarning
 from streamfeed.readers import read_csv
 from streamfeed.sources._paths import MANIFEST_NAME
@@ -109,6 +110,68 @@ def test_first_epoch_writes_the_cache_and_later_reads_serve_it(data, tmp_path):
     assert {str(name)[0] for batch in _epoch(_open(data).shuffle(3).batch(64)) for name in batch["name"]} == {"m"}
 
 
+def _image_folder(root: Path) -> Path:
+    """23 PNGs of several sizes in two class folders."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for label, count in (("a", 9), ("b", 14)):
+        (root / label).mkdir(parents=True)
+        for number in range(count):
+            pixels = rng.integers(0, 256, size=(12 + number, 10, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / label / f"{number}.png")
+    return root
+
+
+def _recording_writers(monkeypatch) -> list[str]:
+    """The names of the threads that write parts, from now on."""
+    writers: list[str] = []
+    write_part = caching.write_part
+
+    def recording(chunk, path):
+        writers.append(threading.current_thread().name)
+        return write_part(chunk, path)
+
+    monkeypatch.setattr(caching, "write_part", recording)
+    return writers
+
+
+def test_read_only_chunks_are_written_by_the_writer_thread(data, tmp_path, monkeypatch):
+    """CSV columns are Arrow-backed, read-only: their parts go to the writer thread, off the read threads."""
+    writers = _recording_writers(monkeypatch)
+    cached = _open(data).cache(tmp_path / "cache").shuffle(2).batch(64)
+    _same(_epoch(cached, 0), _epoch(_open(data).shuffle(2).batch(64), 0))
+    assert "streamfeed-cache-writer" in writers  # the first part at least (read threads write when it is behind)
+    assert (_published(cached) / MANIFEST_NAME).is_file()  # published when the epoch's last batch was served
+    verify_output(_published(cached))
+
+
+def test_writable_chunks_are_cached_as_read_before_in_place_ops(tmp_path, monkeypatch):
+    """Decoded images are writable: a map that changes them in place runs after their part was written.
+
+    Read back from the cache, the rows are the source's, not the halved ones.
+    """
+    from streamfeed.readers import read_images
+
+    root = _image_folder(tmp_path / "images")
+    writers = _recording_writers(monkeypatch)
+
+    def halve_in_place(columns):
+        columns["image"] //= 2  # the decoded array, changed after the fragment was read
+        return columns
+
+    def images():
+        return read_images(root, size=(8, 6), fragment_size=5).with_options(read_threads=1)
+
+    plain = images().map(halve_in_place).shuffle(2).batch(6)
+    cached = images().cache(tmp_path / "cache").map(halve_in_place).shuffle(2).batch(6)
+    _same(_epoch(cached, 0), _epoch(plain, 0))
+    assert writers and "streamfeed-cache-writer" not in writers
+    again = images().cache(tmp_path / "cache").shuffle(2).batch(6)
+    _same(_epoch(again, 1), _epoch(images().shuffle(2).batch(6), 1))
+    assert _store(again).source_reads == 0  # read from the cache
+
+
 def test_states_move_between_the_cached_and_the_plain_dataset(data, tmp_path):
     plain = _open(data).shuffle(5, window=2).batch(50)
     cached = _open(data).cache(tmp_path / "cache").shuffle(5, window=2).batch(50)
@@ -169,10 +232,10 @@ from streamfeed.readers import read_csv
 cache = sys.argv[2]
 
 
-def die_after_three_parts(columns):  # runs in the read thread, after the fragment was cached
+def die_after_three_parts(columns):  # runs in the read thread; parts are written by the cache's writer thread
     staged = [name for name in os.listdir(cache) if ".caching-" in name]
     journal = os.path.join(cache, staged[0], "_parts.jsonl")
-    if len(open(journal).read().splitlines()) >= 3:
+    if os.path.exists(journal) and len(open(journal).read().splitlines()) >= 3:
         os._exit(0)  # killed mid-epoch: no cleanup runs
     return columns
 
@@ -225,8 +288,15 @@ def test_a_damaged_published_part_is_rewritten_not_served(data, tmp_path, damage
     assert _staging(cache) == []
 
 
-def test_an_unwritable_cache_degrades_to_the_source(data, tmp_path):
-    """The staging directory becomes unwritable mid-epoch (replaced by a file: chmod does not stop root)."""
+@pytest.mark.parametrize("writer", ["thread", "inline"])
+def test_an_unwritable_cache_degrades_to_the_source(data, tmp_path, monkeypatch, writer):
+    """The staging directory becomes unwritable mid-epoch (replaced by a file: chmod does not stop root).
+
+    ``inline``: no writer thread (a queue of 0 parts), so the first part is
+    written before the sabotage; with the thread, parts may or may not be.
+    """
+    if writer == "inline":
+        monkeypatch.setattr(caching, "WRITE_QUEUE", 0)
     cache = tmp_path / "cache"
     moved = tmp_path / "moved"
     sabotaged: list[str] = []
@@ -247,11 +317,41 @@ def test_an_unwritable_cache_degrades_to_the_source(data, tmp_path):
     assert len(messages) == 1 and "failed" in messages[0], messages
     _same(got, _epoch(_open(data).batch(64)))
     assert not _published(cached).exists()
-    # What was written before is whole: renamed into place only once complete.
+    # What was written before is whole: renamed into place only once complete. (The writer thread may have
+    # been writing a part to a temporary name in the directory when it was moved away: that file went with it.)
     parts = sorted(moved.glob("part-*.parquet"))
-    assert parts and not list(moved.glob(".*.tmp"))
+    assert (parts and not list(moved.glob(".*.tmp"))) if writer == "inline" else len(list(moved.glob(".*.tmp"))) <= 1
     for path in parts:
         assert pq.read_metadata(path).num_rows > 0
+
+
+@pytest.mark.parametrize("writer", ["thread", "inline"])
+def test_a_part_arrow_cannot_write_stops_caching_not_reading(data, tmp_path, monkeypatch, writer):
+    """An error other than OSError while writing a part (injected: Arrow refusing it) degrades like a full disk."""
+    import pyarrow as pa
+
+    if writer == "inline":
+        monkeypatch.setattr(caching, "WRITE_QUEUE", 0)
+    write_part = caching.write_part
+    calls: list[str] = []
+
+    def refusing(chunk, path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise pa.ArrowInvalid("injected: a column Arrow cannot write")
+        return write_part(chunk, path)
+
+    monkeypatch.setattr(caching, "write_part", refusing)
+    cached = _open(data).cache(tmp_path / "cache").shuffle(4).batch(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [_epoch(cached, epoch) for epoch in range(2)]  # the second epoch reads every fragment again
+    messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
+    assert len(messages) == 1 and "injected" in messages[0], messages
+    for epoch, batches in enumerate(got):
+        _same(batches, _epoch(_open(data).shuffle(4).batch(64), epoch))
+    assert _store(cached).source_reads == 2 * len(cached.source.fragments)
+    assert _staging(tmp_path / "cache") == [] and not _published(cached).exists()
 
 
 def test_auto_mode_measures_once_and_says_why(data, tmp_path, caplog):
@@ -284,22 +384,14 @@ def test_no_thread_or_file_is_left_open(data, tmp_path):
         _epoch(cached, epoch)
     with cached.iter_epoch(2) as stream:
         next(stream)
-    assert threading.active_count() == before_threads
+    assert threading.active_count() == before_threads, [thread.name for thread in threading.enumerate()]
     assert len(os.listdir("/proc/self/fd")) == before_fds
 
 
 def test_decoded_images_keep_their_shape_and_the_size_is_in_the_key(tmp_path):
-    from PIL import Image
-
     from streamfeed.readers import read_images
 
-    root = tmp_path / "images"
-    rng = np.random.default_rng(0)
-    for label, count in (("a", 9), ("b", 14)):
-        (root / label).mkdir(parents=True)
-        for number in range(count):
-            pixels = rng.integers(0, 256, size=(12 + number, 10, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(root / label / f"{number}.png")
+    root = _image_folder(tmp_path / "images")
     cache = tmp_path / "cache"
 
     def images(size):
@@ -315,6 +407,27 @@ def test_decoded_images_keep_their_shape_and_the_size_is_in_the_key(tmp_path):
     bigger = images((9, 6)).cache(cache)
     assert _store(bigger).key != _store(cached).key
     assert _epoch(bigger)[0]["image"].shape == (6, 9, 6, 3)
+
+
+def test_image_tensors_are_cached_as_one_fixed_size_value_of_raw_bytes_per_image(tmp_path):
+    """An n-D uint8 column is one FIXED_LEN_BYTE_ARRAY value per row, a byte per byte (not a list of int32)."""
+    from streamfeed.readers import read_images
+
+    root = _image_folder(tmp_path / "images")
+    cached = read_images(root, size=(8, 6), fragment_size=5).cache(tmp_path / "cache").batch(6)
+    _same(_epoch(cached), _epoch(read_images(root, size=(8, 6), fragment_size=5).batch(6)))
+    parts = sorted(_published(cached).glob("part-*.parquet"))
+    assert len(parts) == len(cached.source.fragments)
+    for part in parts:
+        metadata = pq.read_metadata(part)
+        index = next(i for i in range(metadata.num_columns) if metadata.schema.column(i).path.split(".")[0] == "image")
+        assert metadata.schema.column(index).physical_type == "FIXED_LEN_BYTE_ARRAY"
+        stored = metadata.row_group(0).column(index).total_uncompressed_size
+        assert stored <= metadata.num_rows * 8 * 6 * 3 + 200, (part.name, stored)  # the pixels and page headers
+    again = read_images(root, size=(8, 6), fragment_size=5).cache(tmp_path / "cache").batch(6)
+    first = _epoch(again)
+    _same(first, _epoch(read_images(root, size=(8, 6), fragment_size=5).batch(6)))
+    assert _store(again).source_reads == 0 and first[0]["image"].dtype == np.uint8
 
 
 def test_an_unreadable_manifest_is_written_again(data, tmp_path, caplog):

@@ -2,9 +2,11 @@
 
 :meth:`Dataset.cache <streamfeed.pipeline.Dataset.cache>` wraps the source
 in a :class:`CachedSource`. Each fragment is read from the cache when it is
-there, otherwise from the source, and what was read is written to the cache
-in the same read thread: the first epoch is the conversion, with no extra
-pass. What is cached is the source's output (decoded rows, before the
+there, otherwise from the source, and what was read is written to the
+cache by one writer thread while the read threads decode on, or, for
+decoded images, by the read thread (:meth:`FragmentStore._store` says
+why): the first epoch is the conversion, with no
+extra pass. What is cached is the source's output (decoded rows, before the
 user's ``map``/``filter``, which still run every epoch), so the cached
 dataset keeps the source's fingerprint, fragments, row counts and plan:
 batches, order and saved states are the same with and without the cache.
@@ -13,8 +15,9 @@ Layout under ``directory`` (default ``$STREAMFEED_CACHE_DIR`` or
 ``~/.cache/streamfeed/cache``):
 
 - ``<key>/``: a published cache: ``part-<i:06d>.parquet`` per fragment ``i``
-  (exactly its rows, one row group, n-D columns with their row shape as
-  ``convert`` writes them) and ``_streamfeed_manifest.json`` (the manifest
+  (exactly its rows, one row group, uncompressed; n-D numeric columns such
+  as decoded images as one fixed-size binary value of raw bytes per row,
+  :func:`part_table`) and ``_streamfeed_manifest.json`` (the manifest
   of ``writers/publish.py``: rows, bytes, sha256 per part), written last;
 - ``.<key>.caching-<pid>-<token>/``: a cache being written, with a journal
   ``_parts.jsonl`` (rows, bytes, sha256 of every part renamed into place).
@@ -35,6 +38,7 @@ and reads on from the source.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -47,13 +51,15 @@ import threading
 import time
 import warnings
 import weakref
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .convert import chunk_to_table
+from .convert import column_to_arrow
 from .core import Chunk, Fragment, Source, chunk_len
 from .errors import ArgumentError, CorruptFileError, describe
 from .sources._arrow import ColumnPolicy, Where, table_to_chunk
@@ -63,10 +69,13 @@ from .writers.publish import _seal, _sync_directory, write_manifest
 logger = logging.getLogger("streamfeed")
 
 CacheMode = Literal["always", "auto"]
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: n-D numeric columns as fixed-size binary
 """Bumped when what a part holds changes: older caches then get another key and are not reused."""
+PART_COMPRESSION = "none"  # see docs/self-healing.md: snappy cost write CPU for no size gain on floats
+WRITE_QUEUE = 1  # parts waiting for the writer thread (one fragment each); past it the read thread writes
 AUTO_MIN_RATIO = 2.0  # mode="auto" caches when the source costs at least this many times the cache read
 _JOURNAL = "_parts.jsonl"
+_TENSOR = b"streamfeed.cache.tensor"  # field metadata of an n-D column stored as fixed-size binary
 _PART = re.compile(r"part-\d{6}\.parquet")
 _STAGING = re.compile(r"\.(?P<key>[0-9a-f]{20})\.caching-(?P<pid>\d+)-[0-9a-f]{8}")
 # A cached chunk holds exactly what the source yielded, after its null policy: converting it back must
@@ -98,20 +107,74 @@ def cache_key(source: Source) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def write_part(chunk: Chunk, path: str) -> int:
-    """Writes ``chunk`` as one Parquet row group with page checksums; returns its rows."""
-    table = chunk_to_table(chunk)
+def part_table(chunk: Chunk) -> pa.Table:
+    """``chunk`` as the Arrow table of a part: n-D numeric columns as one fixed-size binary value per row.
+
+    A decoded 224x224x3 image written as ``convert`` writes n-D columns (a
+    fixed-size list of uint8, which Parquet stores as INT32) took 588 KiB,
+    2.4 ms to write and 3.5 ms to read back, against 147 KiB, 0.25 ms and
+    0.45 ms as one FIXED_LEN_BYTE_ARRAY (its raw bytes, no copy); decoding
+    the JPEG took 1.1 ms. The field's metadata keeps the dtype and row shape.
+    """
+    arrays, fields = [], []
+    for name, values in chunk.items():
+        row_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+        if values.ndim > 1 and values.dtype.kind in "biuf" and row_bytes > 0:
+            raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+            array: pa.Array = pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(row_bytes), len(values), [None, pa.py_buffer(raw)]
+            )
+            tensor = {"dtype": values.dtype.str, "shape": list(values.shape[1:])}
+            metadata = {_TENSOR: json.dumps(tensor).encode()}
+        else:
+            array, metadata = column_to_arrow(values)
+        arrays.append(array)
+        fields.append(pa.field(name, array.type, metadata=metadata or None))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def read_part(path: str) -> Chunk:
+    """A part's rows as written (:func:`part_table` undone), its Parquet page checksums verified."""
+    with pq.ParquetFile(path, page_checksum_verification=True) as part:
+        table = part.read()
+    tensors: dict[str, np.ndarray] = {}
+    for field in table.schema:
+        if field.metadata and _TENSOR in field.metadata:
+            tensor = json.loads(field.metadata[_TENSOR])
+            column = table.column(field.name).combine_chunks()  # one row group: one chunk, no copy
+            row_bytes = column.type.byte_width
+            dtype, shape = np.dtype(tensor["dtype"]), tuple(tensor["shape"])
+            if len(column) == 0:  # an empty part's buffer may be absent
+                tensors[field.name] = np.empty((0, *shape), dtype=dtype)
+                continue
+            raw = np.frombuffer(
+                column.buffers()[1], dtype=np.uint8, count=len(column) * row_bytes, offset=column.offset * row_bytes
+            )
+            tensors[field.name] = raw.view(dtype).reshape((len(column), *shape))
+    rest = table_to_chunk(table.drop_columns(list(tensors)), _AS_WRITTEN, Where(path)) if tensors else None
+    if rest is None:
+        return table_to_chunk(table, _AS_WRITTEN, Where(path))
+    return {name: tensors[name] if name in tensors else rest[name] for name in table.column_names}
+
+
+def write_part(chunk: Chunk, path: str) -> tuple[int, int, str]:
+    """Writes ``chunk`` as one Parquet row group with page checksums; returns its rows, bytes and sha256."""
+    table = part_table(chunk)
+    # Written straight to the file (serialising to memory first and hashing that buffer cost more:
+    # 0.50 + 0.13 CPU us/row against 0.46, 33 float32 columns), then read back from the page cache to hash.
     pq.write_table(
         table,
         path,
         row_group_size=max(1, table.num_rows),
+        compression=PART_COMPRESSION,
         write_page_checksum=True,
         write_statistics=False,  # nothing filters on them; 0.09 CPU us/row saved (33 float32 columns)
         # Dictionaries only for text: on 33 random float32 columns they cost 4.5 CPU us/row to write
         # against 0.45 without (measured, 50 000 rows), for no size gain.
         use_dictionary=[name for name, values in chunk.items() if values.dtype.kind in "OUS"],
     )
-    return table.num_rows
+    size, digest = _seal(pafs.LocalFileSystem(), path, sync=False)
+    return table.num_rows, size, digest
 
 
 def _part_name(index: int) -> str:
@@ -204,7 +267,11 @@ class FragmentStore:
         self._parts: dict[int, dict] = {}  # staged parts by fragment index: rows, bytes, sha256
         self._enabled = True
         self._pending: str | None = None  # the warning of _disable, issued once the lock is released
-        self._writing = 0
+        self._writing = 0  # parts queued or being written
+        self._queue: collections.deque[tuple[int, Chunk, str]] = collections.deque()  # parts for the writer thread
+        self._queued: set[int] = set()  # fragments whose part is queued or being written
+        self._writer: threading.Thread | None = None
+        self._idle = threading.Condition(self._lock)  # notified when a part is in (or dropped) and when the writer ends
         self._bytes = 0
         self.source_reads = 0  # fragments read from the source (what the cache did not serve)
         self._claims: set[str] = set()
@@ -222,6 +289,8 @@ class FragmentStore:
         fragment = self.fragments[index]
         for _ in range(2):  # twice: another thread may move the parts (publish, a damaged part) meanwhile
             with self._lock:
+                while index in self._queued:  # its part is being written (after an epoch that stopped early)
+                    self._idle.wait()
                 if self._manifest is None and self._enabled:
                     self._open_staging()  # before any lookup: a dead run's parts are adopted first
                 published = self._manifest is not None
@@ -245,13 +314,13 @@ class FragmentStore:
         try:
             if os.path.getsize(path) != entry["bytes"]:
                 return None
-            with pq.ParquetFile(path, page_checksum_verification=True) as part:
-                table = part.read()
-        except (OSError, pa.ArrowException):
+            chunk = read_part(path)
+        except (OSError, pa.ArrowException, ValueError):  # ValueError: tensor metadata that does not fit the bytes
             return None
-        if table.num_rows != entry["rows"] or (self.exact and table.num_rows != fragment.num_rows):
+        rows = chunk_len(chunk)
+        if rows != entry["rows"] or (self.exact and rows != fragment.num_rows):
             return None
-        return table_to_chunk(table, _AS_WRITTEN, Where(path))
+        return chunk
 
     def _forget(self, index: int, entry: dict, published: bool) -> bool:
         """A part that did not read back is dropped, to be rewritten from the source, never served.
@@ -272,25 +341,97 @@ class FragmentStore:
 
     # ------------------------------------------------------------------ writing
     def _store(self, index: int, chunk: Chunk) -> None:
+        """Has ``chunk`` written as fragment ``index``'s part: by the writer thread, or here.
+
+        A chunk of 1-D columns goes to one writer thread through a queue of
+        :data:`WRITE_QUEUE` parts (its writable columns copied, as the
+        pipeline's ops may change them in place; Arrow-backed numbers, as
+        CSV gives, are read-only and not copied), and the read thread goes
+        on decoding; when the queue is full the read thread writes the part
+        itself, so the queue stays bounded. A chunk with a writable n-D
+        column (decoded images) is written here, before the ops can change
+        it: queuing it would need a copy (147 KiB an image, held beside the
+        pipeline's), and on 10 000 JPEGs the writer thread with the copy was
+        not faster than writing here (docs/self-healing.md).
+        The read of the last fragment still to be written waits for the
+        writer: when the first epoch's last batch is served, the cache is
+        published.
+        """
         with self._lock:
-            if not self._enabled or self._manifest is not None or index in self._parts:
+            if not self._enabled or self._manifest is not None or index in self._parts or index in self._queued:
                 return
             staging = self._open_staging()
             if staging is None:
                 return
             self._writing += 1
+            self._queued.add(index)
+            inline = len(self._queue) >= WRITE_QUEUE or any(
+                values.flags.writeable and values.ndim > 1 for values in chunk.values()
+            )
+            if not inline:  # writable columns (strings as objects: a copy of pointers) copied, read-only ones not
+                copy = {name: values.copy() if values.flags.writeable else values for name, values in chunk.items()}
+                self._queue.append((index, copy, staging))
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._drain, name="streamfeed-cache-writer")
+                    self._writer.start()
+        if inline:
+            self._write_or_stop(index, chunk, staging)
+        with self._lock:
+            writer = self._writer if self.required <= self._parts.keys() | self._queued else None
+        if writer is not None:
+            writer.join()  # it ends once the queue is empty: the last parts are in, the cache published
+
+    def _drain(self) -> None:
+        """The writer thread: writes queued parts until the queue is empty, then ends (a new one starts on demand)."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._writer = None
+                    self._idle.notify_all()
+                    return
+                index, chunk, staging = self._queue.popleft()
+                stopped = not self._enabled or self._staging != staging
+                if stopped:  # caching stopped meanwhile: the part is dropped unwritten
+                    self._queued.discard(index)
+                    self._writing -= 1
+                    self._cleanup()
+                    self._idle.notify_all()
+                    continue
+            self._write_or_stop(index, chunk, staging)
+
+    def _write_or_stop(self, index: int, chunk: Chunk, staging: str) -> None:
+        """:meth:`_write`; an error it does not handle (a column Arrow cannot write) stops caching, not reading."""
+        try:
+            self._write(index, chunk, staging)
+        except BaseException as exc:
+            with self._lock:
+                if isinstance(exc, Exception):
+                    self._disable(f"writing {_part_name(index)} failed: {exc!r}")
+                if index in self._queued:  # _write failed before it counted the part out
+                    self._queued.discard(index)
+                    self._writing -= 1
+                self._cleanup()
+                self._idle.notify_all()
+            if not isinstance(exc, Exception):
+                raise
+
+    def _write(self, index: int, chunk: Chunk, staging: str) -> None:
+        """Writes one part to a temporary name, then (under the lock) renames it in, journals it, maybe publishes."""
         name = _part_name(index)
         temporary = os.path.join(staging, f".{name}.{secrets.token_hex(4)}.tmp")
         problem: str | None = None
         entry: dict = {}
         try:
-            rows = write_part(chunk, temporary)
-            size, digest = _seal(pafs.LocalFileSystem(), temporary, sync=False)
+            rows, size, digest = write_part(chunk, temporary)
             entry = {"index": index, "rows": rows, "bytes": size, "sha256": digest}
         except OSError as exc:  # a full disk, a directory not writable or gone
             problem = f"writing {name} failed: {exc}"
+        except BaseException:
+            _remove(temporary)
+            raise
         with self._lock:
             self._writing -= 1
+            self._queued.discard(index)
             if problem is None and self._enabled and self._staging == staging:
                 if self.max_bytes is not None and self._bytes + entry["bytes"] > self.max_bytes:
                     problem = f"the cache would pass max_bytes={self.max_bytes} ({self._bytes + entry['bytes']} bytes)"
@@ -307,11 +448,16 @@ class FragmentStore:
                 self._disable(problem)
             if index not in self._parts:
                 _remove(temporary)
-            if not self._enabled and self._writing == 0 and self._staging is not None:
-                shutil.rmtree(self._staging, ignore_errors=True)
-                self._staging = None
+            self._cleanup()
             if self._enabled and self._manifest is None and self.required <= self._parts.keys():
                 self._publish()
+            self._idle.notify_all()
+
+    def _cleanup(self) -> None:
+        """Once caching stopped and no part is being written, removes the staging directory (under the lock)."""
+        if not self._enabled and self._writing == 0 and self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
 
     def _disable(self, reason: str) -> None:
         """Stops caching for this run (once; one warning follows); the caller removes the staging directory."""
@@ -548,29 +694,46 @@ def should_cache(source: Source, directory: str) -> bool:
     if not sized:
         return False
     fragment = min(sized, key=lambda f: f.num_rows)
-    started = time.perf_counter()
-    chunk = fragment.read()
-    source_seconds = time.perf_counter() - started
-    rows = max(1, chunk_len(chunk))
-    with tempfile.TemporaryDirectory(prefix="streamfeed-cache-probe-") as scratch:
-        path = os.path.join(scratch, "probe.parquet")
-        started = time.perf_counter()
-        write_part(chunk, path)
-        written = time.perf_counter()
-        with pq.ParquetFile(path, page_checksum_verification=True) as part:
-            table_to_chunk(part.read(), _AS_WRITTEN, Where(path))
-        read_seconds = time.perf_counter() - written
-        write_seconds = written - started
-    decision = source_seconds >= AUTO_MIN_RATIO * read_seconds
+    probe = probe_cache(fragment)
+    decision = probe.source_seconds >= AUTO_MIN_RATIO * probe.read_seconds
     logger.info(
         "cache(mode='auto'): %s: reading %s costs %.3g us/row from the source and %.3g us/row from the cache "
         "(written once at %.3g us/row), measured on %d rows; caching needs the source >= %.0fx slower",
         "caching" if decision else "not caching",
         fragment.path,
-        1e6 * source_seconds / rows,
-        1e6 * read_seconds / rows,
-        1e6 * write_seconds / rows,
-        rows,
+        1e6 * probe.source_seconds / probe.rows,
+        1e6 * probe.read_seconds / probe.rows,
+        1e6 * probe.write_seconds / probe.rows,
+        probe.rows,
         AUTO_MIN_RATIO,
     )
     return decision
+
+
+@dataclass(frozen=True)
+class CacheProbe:
+    """One fragment read from its source, and the same rows written to and read back from a cache part."""
+
+    path: str
+    rows: int
+    source_seconds: float
+    read_seconds: float  # the part read back, page checksums verified, as the cache serves it
+    write_seconds: float
+
+
+def probe_cache(fragment: Fragment) -> CacheProbe:
+    """Times ``fragment.read()`` against writing its rows as a part and reading them back (a temporary file).
+
+    The measurement of ``mode="auto"``; ``streamfeed doctor`` repeats it on several fragments.
+    """
+    started = time.perf_counter()
+    chunk = fragment.read()
+    source_seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="streamfeed-cache-probe-") as scratch:
+        path = os.path.join(scratch, "probe.parquet")
+        started = time.perf_counter()
+        write_part(chunk, path)
+        written = time.perf_counter()
+        read_part(path)
+        read_seconds = time.perf_counter() - written
+    return CacheProbe(fragment.path, max(1, chunk_len(chunk)), source_seconds, read_seconds, written - started)

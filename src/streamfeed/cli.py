@@ -26,11 +26,11 @@ import sys
 import traceback
 from typing import NoReturn, Sequence
 
-from .commands import bench, convert, demo, inspect, stats
+from .commands import bench, convert, demo, doctor, inspect, stats
 from .commands._failure import USAGE, error_message, exit_code
 from .inspect.progress import quiet
 
-COMMANDS = [demo, convert, inspect, stats, bench]
+COMMANDS = [demo, convert, inspect, stats, bench, doctor]
 
 
 class _Parser(argparse.ArgumentParser):

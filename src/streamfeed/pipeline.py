@@ -48,6 +48,8 @@ from .errors import (
 )
 from .memory import DEFAULT_MEMORY_LIMIT, MAX_DEFAULT_WINDOW, Layout, decode_bytes_limit, plan_layout
 from .plan import EpochPlan, Lanes, Remainder, deal_lanes, make_epoch_plan
+from .runtime.autotune import Autotune, Budget, Settings, TuningReport
+from .runtime.autotune import resolve as resolve_autotune
 from .runtime.background import BackgroundIterator
 from .runtime.batch import PAD_MASK, LastBatch, num_batches
 from .runtime.epoch import produce_epoch
@@ -211,6 +213,7 @@ class Dataset:
     lanes: int | None = None  # set by shard(): the epoch is dealt in this many equal lanes
     remainder: Remainder = "drop"
     metrics: "bool | StageMetrics" = field(default=False, compare=False, repr=False)
+    autotune: Autotune | None = field(default=None, compare=False, repr=False)  # None: the layout's fixed settings
     sampler: "BalancedSampler | None" = None
     _counts: dict = field(default_factory=dict, compare=False, repr=False)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
@@ -361,17 +364,27 @@ class Dataset:
         memory_limit: int | None = None,
         read_threads: int | None = None,
         metrics: "bool | StageMetrics | None" = None,
+        autotune: "bool | Autotune | None" = None,
     ) -> "Dataset":
         """Sets the memory limit (bytes) that sizes every buffer, and read threads.
 
         ``metrics=True`` times every stage of each epoch (see
         :meth:`EpochIterator.metrics`); a :class:`StageMetrics` given here
         accumulates across epochs. Off by default, at no cost.
+
+        ``autotune=True`` (or an :class:`~streamfeed.runtime.autotune.Autotune`
+        with its intervals and ceilings) moves read threads, read-ahead and
+        prefetch depth during each epoch, from the consumer's and the
+        producer's waits, never past ``memory_limit``; the batches and their
+        order are the same as without it. Off by default: the layout's
+        settings (or ``read_threads``) stay fixed. Read what it did with
+        ``dataset.autotune.report()`` or :meth:`EpochIterator.tuning`.
         """
         return self._with(
             memory_limit=self.memory_limit if memory_limit is None else int(memory_limit),
             read_threads=self.read_threads if read_threads is None else int(read_threads),
             metrics=self.metrics if metrics is None else metrics,
+            autotune=self.autotune if autotune is None else resolve_autotune(autotune),
         )
 
     def with_packing(self, pack: Op) -> "Dataset":
@@ -478,6 +491,24 @@ class Dataset:
         return self._memo["layout"]
 
     def _plan_layout(self) -> Layout:
+        inputs = self._layout_inputs()
+        layout = plan_layout(window=self.window, read_threads=self.read_threads, prefetch=self.prefetch_depth, **inputs)
+        return dataclasses.replace(layout, decode_bytes=decode_bytes_limit(self.memory_limit))
+
+    def _tuning_budget(self) -> Budget:
+        """What the autotuner may spend: the layout's sizes and the limit it was planned for."""
+        inputs = self._layout_inputs()
+        return Budget(
+            row_bytes=inputs["row_bytes"],
+            fragment_rows=inputs["fragment_rows"],
+            batch_rows=inputs["batch_rows"],
+            window=self.layout().window,
+            shuffled=self.shuffled,
+            memory_limit=inputs["memory_limit"] or DEFAULT_MEMORY_LIMIT,
+        )
+
+    def _layout_inputs(self) -> dict[str, Any]:
+        """The sizes and limit :func:`plan_layout` sizes the layout from (the autotuner's budget too)."""
         fragments = self.source.fragments
         rows = [fragment.num_rows for fragment, ok in zip(fragments, self._fitting()) if ok] or [0]
         fragment_rows = max(1.0, float(np.mean(rows)))
@@ -491,19 +522,15 @@ class Dataset:
             # worker's reads near its share (measured: 35-fragment units of 41 fragments made each of
             # 2 workers read 34 and 41 of the 41).
             max_window = max(1, len(fragments) // (4 * self.lanes))
-        layout = plan_layout(
-            row_bytes=float(self.source.row_bytes),
-            fragment_rows=fragment_rows,
-            batch_rows=batch_rows,
-            shuffled=self.shuffled,
-            window=self.window,
-            read_threads=self.read_threads,
-            prefetch=self.prefetch_depth,
-            memory_limit=limit,
-            largest_fragment_rows=float(max(rows)),
-            max_window=max_window,
-        )
-        return dataclasses.replace(layout, decode_bytes=decode_bytes_limit(self.memory_limit))
+        return {
+            "row_bytes": float(self.source.row_bytes),
+            "fragment_rows": fragment_rows,
+            "batch_rows": batch_rows,
+            "shuffled": self.shuffled,
+            "memory_limit": limit,
+            "largest_fragment_rows": float(max(rows)),
+            "max_window": max_window,
+        }
 
     def num_rows(self, epoch: int = 0) -> int:
         """Rows this shard yields per epoch (before last-batch dropping; sharded: filler rows included)."""
@@ -811,6 +838,15 @@ class Dataset:
         return KerasDataset(self, **options)
 
 
+def _metrics_follow(timing: "StageMetrics", layout: Layout, limit: int) -> Callable[[Settings, int], None]:
+    """A tuner listener that records its settings as the metrics' layout."""
+
+    def follow(settings: Settings, nbytes: int) -> None:
+        timing.start({**layout.to_dict(), **settings.to_dict(), "estimated_bytes": nbytes}, limit)
+
+    return follow
+
+
 class EpochIterator:
     """The running form of one epoch: yields batches (dicts of arrays).
 
@@ -845,6 +881,12 @@ class EpochIterator:
         self._metrics = timing = resolve(metrics)
         if timing is not None:
             timing.start(spec.layout.to_dict(), dataset.memory_limit or DEFAULT_MEMORY_LIMIT)
+        self._tuner = tuner = None
+        if dataset.autotune is not None:  # the tuner travels in the spec, to every reader of the epoch
+            self._tuner = tuner = dataset.autotune.start(spec.layout, dataset._tuning_budget())
+            spec = dataclasses.replace(spec, tuner=tuner)
+            if timing is not None:  # the metrics' layout (bench's read-pool share) follows the tuned settings
+                tuner.on_change(_metrics_follow(timing, spec.layout, dataset.memory_limit or DEFAULT_MEMORY_LIMIT))
         # Neither the producer thread nor the finalizer may refer to self: a
         # dropped iterator must be collected for its threads to be stopped.
         self._background: BackgroundIterator[tuple[Chunk, Position | int]] = BackgroundIterator(
@@ -853,9 +895,10 @@ class EpochIterator:
                 if isinstance(start, int)
                 else (lambda stop: produce_epoch(spec, start, stop, timing, buffers=buffers, reads_done=reads_done))
             ),
-            depth=spec.layout.prefetch,
+            depth=spec.layout.prefetch if tuner is None else tuner.settings.prefetch,
             name="streamfeed-epoch",
             metrics=timing,
+            tuner=tuner,
         )
         self._finalizer = weakref.finalize(self, self._background.close)
 
@@ -900,6 +943,10 @@ class EpochIterator:
         """A snapshot of the stage metrics, or None when metrics are off."""
         return None if self._metrics is None else self._metrics.snapshot()
 
+    def tuning(self) -> TuningReport | None:
+        """This epoch's autotuning so far (settings, every change and why), or None without autotuning."""
+        return None if self._tuner is None else self._tuner.report()
+
     def get_state(self) -> dict:
         """The state after the last batch handed out.
 
@@ -925,8 +972,10 @@ class EpochIterator:
         """The pipeline's own buffer estimate next to the process's measured RSS."""
         from .memory import peak_rss_bytes, rss_bytes
 
+        tuned = self.tuning()
+        estimated = self.dataset.layout().estimated_bytes if tuned is None else tuned.estimated_bytes
         return {
-            "estimated_pipeline_bytes": self.dataset.layout().estimated_bytes,
+            "estimated_pipeline_bytes": estimated,
             "memory_limit_bytes": self.dataset.memory_limit or DEFAULT_MEMORY_LIMIT,
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import describe
 from ..inspect.report import index_like
+from ..runtime.autotune import TuningReport
 from ._backend import load_keras
 from ._failure import usage
 from ._options import (
@@ -38,6 +39,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--seconds", type=float, default=10.0, help="run for about this long (default 10)")
     bench.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
     bench.add_argument("--read-threads", type=int, default=None)
+    bench.add_argument(
+        "--autotune",
+        action="store_true",
+        help="move read threads, read-ahead and prefetch during the run (within --memory-limit); "
+        "the report shows the settings it converged to",
+    )
     add_memory_limit(bench)
     add_reading(bench)
     bench.add_argument(
@@ -69,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     _, dataset = open_dataset(args, args.path, read=read, named=named)
     if not args.no_shuffle:
         dataset = dataset.shuffle(seed=args.seed)
-    dataset = dataset.with_options(memory_limit=args.memory_limit, read_threads=args.read_threads)
+    dataset = dataset.with_options(
+        memory_limit=args.memory_limit, read_threads=args.read_threads, autotune=True if args.autotune else None
+    )
     dataset = batched(dataset, args.batch_size, command="bench")
     model = None
     if args.model == "demo":
@@ -89,14 +98,34 @@ def run(args: argparse.Namespace) -> int:
         features=features or None,
         progress=False if args.json else None,
     )
+    # the derived datasets bench ran (batched, Keras's) share this Autotune: its report covers every epoch
+    tuning = dataset.autotune.report() if dataset.autotune is not None else None
     if args.json:
-        print(json.dumps(report.to_dict()), file=args.out)
+        print(json.dumps({**report.to_dict(), "autotune": tuning.to_dict() if tuning else None}), file=args.out)
     else:
         from rich.console import Console
 
         console = Console(file=args.out) if args.out.isatty() else Console(file=args.out, width=130)
         console.print(report.render())
+        if tuning is not None:
+            console.print(autotune_lines(tuning), highlight=False, markup=False)
     return 0
+
+
+MAX_DECISION_LINES = 12
+
+
+def autotune_lines(tuning: TuningReport) -> str:
+    """The settings autotuning converged to, then its changes (the last ones if many), one per line."""
+    lines = [f"autotuned: {tuning.summary()}"]
+    shown = tuning.decisions[-MAX_DECISION_LINES:]
+    if len(tuning.decisions) > len(shown):
+        lines.append(f"  ... {len(tuning.decisions) - len(shown)} earlier changes")
+    for decision in shown:
+        change = f"{decision.old} → {decision.new}" if decision.old != decision.new else f"kept {decision.new}"
+        where = f"{decision.seconds:7.2f} s, epoch iterator {decision.iterator}"
+        lines.append(f"  {where}: {decision.setting} {change}: {decision.reason}")
+    return "\n".join(lines)
 
 
 def feature_columns(dataset: Any, label: str) -> list[str]:

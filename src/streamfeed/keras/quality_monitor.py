@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import ArgumentError, describe
 from ..inspect.image_quality import BRIGHT, DARK, laplacian_variance
+from ..inspect.suspects_html import write_suspects_html
 from .label_noise import MarginLedger, margins_and_losses
 
 logger = logging.getLogger("streamfeed")
@@ -74,7 +75,8 @@ class DataQualityMonitor(keras.callbacks.Callback):
     ``image_blur_median``, ``image_brightness_mean``, ``image_dark_share``,
     ``image_bright_share``) to Keras's ``logs`` (so to ``History``), logs one
     line to the ``streamfeed`` logger and appends a dict to ``history``.
-    :meth:`write_suspects` writes the ranked suspects as JSON lines.
+    :meth:`write_suspects` writes the ranked suspects as JSON lines,
+    :meth:`write_suspects_html` as a page with each image's thumbnail.
     """
 
     def __init__(
@@ -218,6 +220,25 @@ class DataQualityMonitor(keras.callbacks.Callback):
             if temporary.exists():
                 temporary.unlink()
         return len(rows)
+
+    def write_suspects_html(self, path: str | os.PathLike, top: int | None = None) -> int:
+        """Writes :meth:`suspects` as an ``inspect --html``-style page with each image's thumbnail; returns the count.
+
+        For image inputs (``ids="path"``): each suspect's picture, rank,
+        path, given label (with its class name from the image folder) and
+        evidence (mean margin, last margin, mean loss, times trained), most
+        suspect first (:mod:`streamfeed.inspect.suspects_html`). Ids that
+        are not files get a card without a picture.
+        """
+        source = getattr(getattr(self.dataset, "dataset", None), "source", None)
+        names = getattr(source, "class_names", None)
+        return write_suspects_html(
+            path,
+            self.suspects(top),
+            noise_rate=self.ledger.noise_rate(),
+            tracked=len(self.ledger),
+            class_names=list(names) if names is not None else None,
+        )
 
 
 class _EpochStats:

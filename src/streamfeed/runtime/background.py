@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Generic, Iterator, TypeVar
 
 if TYPE_CHECKING:
+    from .autotune import Autotuner
     from .metrics import StageMetrics
 
 T = TypeVar("T")
@@ -28,6 +29,16 @@ class _Failure:
         self.error = error
 
 
+class _ResizableQueue(queue.Queue):
+    """A bounded queue whose bound the autotuner may move while it is in use."""
+
+    def resize(self, maxsize: int) -> None:
+        """Sets the bound; items above a lowered bound stay and are taken first (no put until below it)."""
+        with self.mutex:
+            self.maxsize = max(1, int(maxsize))
+            self.not_full.notify_all()
+
+
 class BackgroundIterator(Generic[T]):
     """Iterates ``produce(stop)`` in a daemon thread, ``depth`` items ahead.
 
@@ -36,6 +47,8 @@ class BackgroundIterator(Generic[T]):
     consumer blocked waiting for items: the input-stall measure. With
     ``metrics``, the producer's blocked time (``put_wait``), the consumer's
     (``wait``) and the queue's occupancy at each take are recorded too.
+    With a ``tuner`` (:class:`~streamfeed.runtime.autotune.Autotuner`), both
+    waits are reported to it for each item, and it sets the queue's depth.
     """
 
     def __init__(
@@ -44,9 +57,13 @@ class BackgroundIterator(Generic[T]):
         depth: int,
         name: str,
         metrics: "StageMetrics | None" = None,
+        tuner: "Autotuner | None" = None,
     ) -> None:
         self._metrics = metrics
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._tuner = tuner
+        self._queue: _ResizableQueue = _ResizableQueue(maxsize=max(1, depth))
+        if tuner is not None:
+            tuner.control_queue(self._queue.resize)
         self._stop = threading.Event()
         self._finished = False
         self.wait_seconds = 0.0
@@ -57,7 +74,7 @@ class BackgroundIterator(Generic[T]):
         items = produce(self._stop)
         try:
             for item in items:
-                if not self._put(item):
+                if not self._put(item, produced=True):
                     return
             self._put(_END)
         except BaseException as exc:  # handed to the consumer, raised there
@@ -67,14 +84,19 @@ class BackgroundIterator(Generic[T]):
             if close is not None:
                 close()
 
-    def _put(self, item: object) -> bool:
-        if self._metrics is not None:
-            started = time.perf_counter()
-            try:
-                return self._put_until_stopped(item)
-            finally:
-                self._metrics.add("put_wait", time.perf_counter() - started)
-        return self._put_until_stopped(item)
+    def _put(self, item: object, produced: bool = False) -> bool:
+        if self._metrics is None and self._tuner is None:
+            return self._put_until_stopped(item)
+        started = time.perf_counter()
+        try:
+            done = self._put_until_stopped(item)
+        finally:
+            blocked = time.perf_counter() - started
+            if self._metrics is not None:
+                self._metrics.add("put_wait", blocked)
+        if done and produced and self._tuner is not None:
+            self._tuner.put(blocked)  # the tuner decides here, on the producer's thread
+        return done
 
     def _put_until_stopped(self, item: object) -> bool:
         while not self._stop.is_set():
@@ -100,6 +122,8 @@ class BackgroundIterator(Generic[T]):
             self.wait_seconds += waited
             if self._metrics is not None:
                 self._metrics.add("wait", waited)
+            if self._tuner is not None:
+                self._tuner.took(waited)
         except BaseException:
             self.close()
             raise

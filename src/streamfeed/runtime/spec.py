@@ -21,6 +21,7 @@ from .batch import LastBatch
 
 if TYPE_CHECKING:
     from ..sampling import BalancedSampler
+    from .autotune import Autotuner
     from .metrics import StageMetrics
 
 Op = Callable[[Chunk], Chunk]
@@ -46,6 +47,8 @@ class EpochSpec:
     # lanes in order; ``batch_size`` is then each lane's rows per step.
     lanes: Lanes | None = None
     worker_lanes: tuple[int, ...] = ()
+    # With autotuning (one per running epoch): the reader's threads and read-ahead are the tuner's, not the layout's.
+    tuner: Autotuner | None = None
 
     def timed(self, metrics: StageMetrics) -> EpochSpec:
         """The same spec with every op timed under the metrics' op stages."""

@@ -14,14 +14,18 @@ GIL, so on two cores the load overlaps the gather and the model's step.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import numpy as np
 
 from ..core import Chunk
 from .shuffle import StopSignal, UnitBuffer, UnitBuffers, unit_permutation
 from .spec import EpochSpec
+
+if TYPE_CHECKING:
+    from .metrics import StageMetrics
 
 
 @dataclass
@@ -46,6 +50,7 @@ def load_units(
     first_offset: int,
     bound_offset: tuple[int, int] | None,
     reads_done: Callable[[], None],
+    metrics: "StageMetrics | None" = None,
 ) -> Iterator[LoadedUnit]:
     """Yields ``units`` loaded, reading their chunks (in plan order) from ``chunks``.
 
@@ -53,7 +58,8 @@ def load_units(
     ``first_offset`` when resuming) is not yielded. ``reads_done`` is called
     once the last chunk has been taken. ``bound_offset`` is ``(unit,
     offset)`` of the first row not emitted, when the epoch ends inside a
-    unit (a lane).
+    unit (a lane). With ``metrics``, each unit's copying and permutation
+    are recorded as assembly (the waits for its chunks are the reader's).
     """
     plan = spec.plan
     for unit_index in units:
@@ -61,7 +67,7 @@ def load_units(
         if buffer is None:
             return
         labels: list[np.ndarray] = []
-        started = False
+        started, loading = False, 0.0
         for _ in plan.units[unit_index]:
             chunk = next(chunks, None)
             if stop.is_set():
@@ -69,17 +75,22 @@ def load_units(
                 return
             if chunk is None:  # skipped under on_error="skip"
                 continue
+            began = time.perf_counter()
             if not started:
                 buffer.begin(chunk, _expected_rows(spec, unit_index))
                 started = True
             buffer.append(chunk)
             if spec.sampler is not None:
                 labels.append(spec.sampler.label_column(chunk))
+            loading += time.perf_counter() - began
             del chunk  # the buffer holds the rows now
         if unit_index == units[-1]:
             reads_done()
         offset = first_offset if unit_index == units[0] else 0
+        began = time.perf_counter()
         emission = _emission_order(spec, unit_index, labels, buffer.rows if started else 0, offset)
+        if metrics is not None:
+            metrics.add("assemble", loading + time.perf_counter() - began)
         if emission is None:
             buffers.release(buffer)
             continue
