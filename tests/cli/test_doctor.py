@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from _console import assert_short_failure, streamfeed
 from PIL import Image, ImageFilter
+
+import streamfeed as sf
 
 ROWS = 60_000
 SECONDS = "2"
@@ -176,3 +179,34 @@ def test_a_budget_that_is_not_positive_is_a_usage_error(tmp_path):
     pq.write_table(_table(100), path)
     stderr = assert_short_failure(streamfeed("doctor", path, "--seconds", "0"), 2)
     assert "--seconds" in stderr
+
+
+def _slow_decode(chunk: dict) -> dict:
+    time.sleep(0.02)  # per fragment: a decoder that waits (I/O, or C code without the GIL)
+    return chunk
+
+
+def test_the_pipeline_finding_reports_what_autotuning_changed(tmp_path):
+    """A decode-bound pipeline: the doctor's run autotunes, and the finding names the settings it reached."""
+    from streamfeed.commands.doctor import _tuning_finding
+
+    path = tmp_path / "slow.parquet"
+    pq.write_table(_table(64 * 256), path, row_group_size=256)
+    dataset = sf.read_parquet(path).map(_slow_decode).shuffle(seed=1, window=8).batch(256)
+    finding = _tuning_finding(dataset, 4.0)
+    tuning = finding.measured["autotune"]
+    assert tuning["final"]["read_threads"] > tuning["initial"]["read_threads"]
+    assert tuning["estimated_bytes"] <= tuning["memory_limit"]
+    assert finding.repair and "autotune=True" in finding.action
+    assert f"read_threads={tuning['final']['read_threads']}" in finding.action
+    assert "autotuning changed" in finding.summary
+
+
+def test_explicit_read_threads_are_not_tuned(tmp_path):
+    from streamfeed.commands.doctor import _tuning_finding
+
+    path = tmp_path / "data.parquet"
+    pq.write_table(_table(4096), path, row_group_size=256)
+    finding = _tuning_finding(sf.read_parquet(path).with_options(read_threads=1).batch(256), 0.5)
+    assert "autotune" not in finding.measured
+    assert finding.measured["read_threads"] == 1

@@ -129,20 +129,22 @@ def _jsonable(value: Any) -> Any:
 
 # ------------------------------------------------------------------------ the pipeline
 def _tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = False) -> Finding:
-    """The pipeline's throughput and settings from a short measured run, and what to tune.
+    """The pipeline's throughput and settings from a short measured run with autotuning, and what to tune.
 
-    The one function to switch to the run-time autotuner when it exists
-    (``runtime/autotune.py``): then the run goes with autotuning on and the
-    finding says what it changed within the memory limit. Until then the
-    run is ``bench``'s (stage metrics on, batches drained as fast as
-    possible), and the repair suggested is the one setting it measures the
-    need for: more read threads, when the read pool is the limit, busy
-    above ``MORE_THREADS_BUSY``, fewer threads than cores run, and the layout
-    with one per core still fits the memory limit.
+    The run is ``bench``'s (stage metrics on, batches drained as fast as
+    possible) with the run-time autotuner on (``runtime/autotune.py``): when
+    it moved a setting within the memory limit, the finding says which and
+    why, and the repair is to train with it. Otherwise the repair suggested
+    is the one setting the run measures the need for: more read threads,
+    when the read pool is the limit, busy above ``MORE_THREADS_BUSY``, fewer
+    threads than cores run, and the layout with one per core still fits the
+    memory limit. A user's explicit ``--read-threads`` is kept (no tuning).
     """
     from ..diagnostics import bench
 
-    report = bench(dataset, seconds=seconds, progress=progress)
+    tuned = dataset if dataset.read_threads else dataset.with_options(autotune=True)
+    report = bench(tuned, seconds=seconds, progress=progress)
+    tuning = tuned.autotune.report() if tuned.autotune is not None else None
     threads, cores, busy = report.read_threads, report.cpu_count, report.utilisation["read_pool"]
     measured = {
         "rows_per_second": report.rows_per_second,
@@ -165,6 +167,17 @@ def _tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fal
         f"buffers {report.layout.get('estimated_bytes', 0) / MIB:,.0f} MiB of the "
         f"{report.memory_limit_bytes / MIB:,.0f} MiB memory limit"
     )
+    if tuning is not None:
+        measured["autotune"] = tuning.to_dict()
+        if tuning.final != tuning.initial:
+            return Finding(
+                "pipeline",
+                True,
+                f"{summary}; autotuning changed {tuning.summary()}",
+                measured,
+                "train with with_options(autotune=True), or fix the settings it reached: "
+                f"with_options(read_threads={tuning.final.read_threads}) and prefetch({tuning.final.prefetch})",
+            )
     if report.bottleneck == "read" and busy > MORE_THREADS_BUSY and threads < cores:
         try:
             wider = dataset.with_options(read_threads=cores).layout()
