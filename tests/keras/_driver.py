@@ -205,6 +205,7 @@ def scenario_basic(args: dict) -> dict:
         small = write_data(str(Path(args["data"]).with_name(f"small-{rows}.parquet")), rows=rows, row_group=rows // 8)
         out[f"tiny_{rows // 64}"] = caught(lambda small=small: tiny_epochs(small, batch=64))
     out["peek_calls"] = caught(lambda: keras_calls(batches=1, epochs=2))
+    out["autotuned"] = caught(lambda: autotuned_fit(path))
     return out
 
 
@@ -404,6 +405,27 @@ def tiny_epochs(path: str, *, batch: int, epochs: int = 3) -> dict:
         "epochs": recorder.epochs,
         "data_epoch": train.epoch,
         "expected_ids": [epoch_ids(train.dataset, e) for e in range(epochs + 1)],
+    }
+
+
+def autotuned_fit(path: str, epochs: int = 3) -> dict:
+    """``fit`` from an autotuned pipeline: what it trained, against the same pipeline without autotuning."""
+    import streamfeed as sf
+
+    plain = sf.read_parquet(path).shuffle(SEED, window=WINDOW).batch(BATCH)
+    tuned = plain.with_options(autotune=True)
+    train = tuned.to_keras(features=FEATURES, label="y", ids="id")
+    recorder = recorder_class()(train)
+    dense_model().fit(train, epochs=epochs, verbose=0, callbacks=[recorder])
+    gc.collect()
+    report = tuned.autotune.report()
+    untuned = plain.to_keras(features=FEATURES, label="y", ids="id").dataset
+    return {
+        "ids": [record["ids"] for record in recorder.epochs],
+        "expected_ids": [epoch_ids(untuned, e) for e in range(epochs)],
+        "tuned": report is not None,
+        "within_limit": report is not None and report.estimated_bytes <= report.memory_limit,
+        "threads_after_fit": sorted(t.name for t in threading.enumerate() if t.name.startswith("streamfeed-")),
     }
 
 

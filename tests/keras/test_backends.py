@@ -205,6 +205,16 @@ def test_pad_gives_padding_rows_zero_weight(runs, backend):
     assert pad["data_epoch"] == 2
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autotuned_fit_trains_the_same_rows_in_the_same_order(runs, backend):
+    """Autotuning moves threads and queues while Keras trains; the batches it serves must not move."""
+    tuned = part(runs.basic(backend), "autotuned")
+    assert tuned["tuned"] and tuned["within_limit"]
+    assert tuned["ids"] == tuned["expected_ids"]
+    assert all(sorted(ids) == list(range(ROWS)) for ids in tuned["ids"])
+    assert tuned["threads_after_fit"] == []
+
+
 @pytest.mark.parametrize("batches", [2, 1])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_epochs_of_one_or_two_batches_survive_keras_peeking(runs, backend, batches):
