@@ -302,6 +302,25 @@ def test_a_raise_that_does_not_pay_is_undone_and_becomes_the_ceiling():
     assert "no gain" in tuner.report().decisions[-1].reason
 
 
+def test_a_deeper_queue_stays_only_if_the_batch_rate_rises():
+    """A consumer that always waits (bench draining batches, no model) gains nothing from a deeper queue."""
+    budget = Budget(row_bytes=8.0, fragment_rows=100, batch_rows=100, window=1, shuffled=False, memory_limit=2**30)
+    clock = _Clock()
+    tuner = _tuner(budget, Settings(2, 4, 8), Autotune(interval_seconds=1.0, interval_batches=4), clock)
+    _interval(tuner, clock, batches=10, wait=0.9, reads=0.0, blocked=0.2)  # bursty: both sides waited
+    assert tuner.settings == Settings(2, 4, 16)
+    _interval(tuner, clock, batches=10, wait=0.9, reads=0.0, blocked=0.2)  # the same rate: no gain
+    assert tuner.settings == Settings(2, 4, 8)
+    _interval(tuner, clock, batches=10, wait=0.9, reads=0.0, blocked=0.2)
+    assert tuner.settings == Settings(2, 4, 8)  # the ceiling holds for the epoch
+    assert "no gain" in tuner.report().decisions[-1].reason
+
+    paying = _tuner(budget, Settings(2, 4, 8), Autotune(interval_seconds=1.0, interval_batches=4), clock)
+    _interval(paying, clock, batches=10, wait=0.9, reads=0.0, blocked=0.2)
+    _interval(paying, clock, batches=20, wait=0.3, reads=0.0, blocked=0.0)  # twice the batches: kept
+    assert paying.settings == Settings(2, 4, 16)
+
+
 def test_the_controller_waits_for_its_interval_and_has_hysteresis():
     budget = Budget(row_bytes=8.0, fragment_rows=100, batch_rows=100, window=1, shuffled=False, memory_limit=2**30)
     clock = _Clock()

@@ -210,3 +210,15 @@ def test_explicit_read_threads_are_not_tuned(tmp_path):
     finding = _tuning_finding(sf.read_parquet(path).with_options(read_threads=1).batch(256), 0.5)
     assert "autotune" not in finding.measured
     assert finding.measured["read_threads"] == 1
+
+
+def test_only_moved_reads_are_offered_as_a_repair():
+    from streamfeed.commands.doctor import reads_retuned
+    from streamfeed.runtime.autotune import Settings, TuningReport
+
+    def tuning(initial: Settings, final: Settings) -> TuningReport:
+        return TuningReport(initial, final, (), 1, 2, 8, False)
+
+    assert reads_retuned(tuning(Settings(2, 4, 8), Settings(4, 8, 8)))
+    assert reads_retuned(tuning(Settings(2, 2, 8), Settings(2, 4, 8)))
+    assert not reads_retuned(tuning(Settings(2, 14, 8), Settings(2, 14, 32)))  # a deeper queue alone

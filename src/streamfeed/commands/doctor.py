@@ -169,7 +169,7 @@ def _tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fal
     )
     if tuning is not None:
         measured["autotune"] = tuning.to_dict()
-        if tuning.final != tuning.initial:
+        if reads_retuned(tuning):
             return Finding(
                 "pipeline",
                 True,
@@ -178,6 +178,8 @@ def _tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fal
                 "train with with_options(autotune=True), or fix the settings it reached: "
                 f"with_options(read_threads={tuning.final.read_threads}) and prefetch({tuning.final.prefetch})",
             )
+        if tuning.final != tuning.initial:
+            summary = f"{summary}; autotuning deepened the prefetch queue only ({tuning.summary()})"
     if report.bottleneck == "read" and busy > MORE_THREADS_BUSY and threads < cores:
         try:
             wider = dataset.with_options(read_threads=cores).layout()
@@ -195,6 +197,17 @@ def _tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fal
                 f"its buffers, about {wider.estimated_bytes / MIB:,.0f} MiB, fit the memory limit",
             )
     return Finding("pipeline", False, summary, measured)
+
+
+def reads_retuned(tuning: Any) -> bool:
+    """Whether autotuning moved the reads (threads or read-ahead): the settings the doctor offers as a repair.
+
+    A deeper prefetch queue alone is not: ``bench`` drains batches as fast
+    as they come, so its consumer always waits, and a shuffle served unit by
+    unit makes the batch rate of two intervals differ by bursts.
+    """
+    moved = ("read_threads", "read_ahead")
+    return any(getattr(tuning.final, name) != getattr(tuning.initial, name) for name in moved)
 
 
 def _bound(report: Any) -> str:

@@ -21,9 +21,11 @@ epoch and moves the settings during it:
   the CPU cannot go faster with more threads than cores, and a trial on a
   shared machine can mistake noise for a gain (measured on gzip CSV, see
   docs/self-healing.md);
-- a raise of read threads is a *trial*: if the next interval's batch rate
-  is not ``MIN_GAIN`` higher, the tuner goes back and keeps that count as
-  its ceiling for the epoch.
+- a raise of read threads or of the prefetch depth is a *trial*: if the
+  next interval's batch rate is not ``MIN_GAIN`` higher, the tuner goes
+  back and keeps that value as its ceiling for the epoch (a consumer that
+  always waits, such as ``bench`` draining batches, is not fed faster by a
+  deeper queue).
 
 Bounds. Each decision waits for ``interval_batches`` batches *and*
 ``interval_seconds`` since the last one (hysteresis: the up and down
@@ -313,6 +315,7 @@ class Autotuner:
         self._resize_queue: Callable[[int], None] | None = None
         self._listeners: list[Callable[[Settings, int], None]] = []
         self._ceiling = self.max_threads  # lowered when a raise of threads did not pay
+        self._prefetch_ceiling = self.max_prefetch  # lowered when a deeper queue did not pay
         self._trial: tuple[Settings, float] | None = None  # settings before a raise, and the rate then
         self._held_by_memory = False
         self._held_by_cpu = False
@@ -397,17 +400,22 @@ class Autotuner:
             before, before_rate = self._trial
             self._trial = None
             if rate < before_rate * (1 + MIN_GAIN):
-                self._ceiling = before.read_threads
+                if current.read_threads != before.read_threads:
+                    self._ceiling = before.read_threads
+                    tried = f"{current.read_threads} threads", f"{before.read_threads}"
+                else:  # a deeper queue: a consumer that is never fed faster (bench's drain) gains nothing from it
+                    self._prefetch_ceiling = before.prefetch
+                    tried = f"a queue of {current.prefetch} batches", f"{before.prefetch}"
                 self._apply(
                     before,
-                    f"{current.read_threads} threads gave {rate:,.1f} batches/s against {before_rate:,.1f} with "
-                    f"{before.read_threads}: no gain, back (and at most {before.read_threads} for this epoch)",
+                    f"{tried[0]} gave {rate:,.1f} batches/s against {before_rate:,.1f} with {tried[1]}: "
+                    f"no gain, back (and at most {tried[1]} for this epoch)",
                 )
                 return
         if wait >= WAIT_HIGH and reading >= READ_BOUND:
             self._more_parallel(current, rate, wait, reading, on_cpu)
         elif wait >= WAIT_HIGH and blocked >= PUT_BURSTY:
-            self._deeper_queue(current, wait, blocked)
+            self._deeper_queue(current, rate, wait, blocked)
         elif blocked >= PUT_HIGH and wait <= WAIT_LOW and current.read_threads > 1:
             threads = current.read_threads - 1
             self._apply(
@@ -454,14 +462,15 @@ class Autotuner:
                 f"{_size(self.budget.estimate(wanted))} > the {_size(self.budget.memory_limit)} limit",
             )
 
-    def _deeper_queue(self, current: Settings, wait: float, blocked: float) -> None:
-        depth = min(self.max_prefetch, 2 * current.prefetch)
+    def _deeper_queue(self, current: Settings, rate: float, wait: float, blocked: float) -> None:
+        depth = min(self.max_prefetch, self._prefetch_ceiling, 2 * current.prefetch)
         if depth <= current.prefetch:
             return
         candidate = replace(current, prefetch=depth)
         if not self.budget.fits(candidate):
             self._held_by_memory = True
             return
+        self._trial = (current, rate)  # kept only if the batch rate rises, as for threads
         self._apply(
             candidate,
             f"the consumer waited {wait:.0%} while the producer was blocked on a full queue {blocked:.0%} "
