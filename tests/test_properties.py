@@ -154,6 +154,13 @@ def test_epoch_plan_groups_the_shards_fragments_into_windows(rows, seed, epoch, 
 
 
 # --------------------------------------------------------------------- shuffle
+def load(buffer: UnitBuffer, chunks: list[dict]) -> None:
+    """Loads a unit as the unit loader does: laid out from its first chunk, then chunk by chunk."""
+    buffer.begin(chunks[0], sum(len(chunk["id"]) for chunk in chunks))
+    for chunk in chunks:
+        buffer.append(chunk)
+
+
 def shuffled_unit(chunks, *, seed, epoch, shard_index, unit_index, piece_rows=(7,)) -> dict[str, np.ndarray]:
     """A unit as the epoch producer emits it: loaded, permuted, gathered in pieces."""
     rows = sum(len(c["id"]) for c in chunks)
@@ -161,7 +168,7 @@ def shuffled_unit(chunks, *, seed, epoch, shard_index, unit_index, piece_rows=(7
     buffer = UnitBuffer()
     if not rows:
         return {"id": np.zeros(0, dtype=np.int64), "y": np.zeros(0)}
-    buffer.load(chunks)
+    load(buffer, chunks)
     pieces = [piece for piece, _ in permuted_pieces(buffer, order, 0, itertools.cycle(piece_rows))]
     return {name: np.concatenate([p[name] for p in pieces]) for name in ("id", "y")}
 
@@ -218,7 +225,7 @@ def test_unit_buffer_reuse_across_units_keeps_earlier_pieces_intact(units, seed)
         first += sum(sizes)
         concatenated = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
         order = unit_permutation(sum(sizes), seed=seed, epoch=0, shard_index=0, unit_index=index)
-        buffer.load(chunks)
+        load(buffer, chunks)
         for piece, start in permuted_pieces(buffer, order, 0, itertools.repeat(5)):
             kept.append(piece)
             want.append(

@@ -18,7 +18,7 @@ window). Two, so that the next unit loads while this one is served
 from __future__ import annotations
 
 import threading
-from typing import Iterator, Protocol, Sequence
+from typing import Iterator, Protocol
 
 import numpy as np
 
@@ -83,12 +83,6 @@ class UnitBuffer:
             if index is None:
                 self._room(block_name, stop)[start:stop] = chunk[name]
         self._rows = stop
-
-    def load(self, pieces: Sequence[Chunk]) -> None:
-        """Copies the unit's chunks (in order) into the buffers."""
-        self.begin(pieces[0], sum(chunk_len(piece) for piece in pieces))
-        for piece in pieces:
-            self.append(piece)
 
     def _block(self, name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
         block = self._blocks.get(name)
