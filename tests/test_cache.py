@@ -25,6 +25,7 @@ import pytest
 
 from streamfeed import caching
 from streamfeed.caching import CachedSource, CacheWarning
+from streamfeed.errors import ManifestMismatchError
 from streamfeed.readers import read_csv
 from streamfeed.sources._paths import MANIFEST_NAME
 from streamfeed.writers.publish import verify_output
@@ -92,7 +93,7 @@ def test_first_epoch_writes_the_cache_and_later_reads_serve_it(data, tmp_path):
     _same(first, _epoch(plain, 0))
     assert _store(cached).source_reads == fragments
     assert (_published(cached) / MANIFEST_NAME).is_file() and _staging(cache) == []
-    manifest = verify_output(_published(cached))  # every part's sha256 as listed
+    manifest = verify_output(_published(cached))  # every part's xxh3_128 as listed
     assert [entry["rows"] for entry in manifest["files"]] == [f.num_rows for f in cached.source.fragments]
 
     _same(_epoch(cached, 1), _epoch(plain, 1))
@@ -260,7 +261,7 @@ def test_a_dead_runs_staging_directory_is_adopted_and_a_damaged_part_rewritten(d
     lines = (cache / staged / "_parts.jsonl").read_text().splitlines()
     entries = [json.loads(line) for line in lines]
     damaged = cache / staged / f"part-{entries[0]['index']:06d}.parquet"
-    damaged.write_bytes(damaged.read_bytes()[:-40])  # cut short: its size and sha256 no longer match
+    damaged.write_bytes(damaged.read_bytes()[:-40])  # cut short: its size and checksum no longer match
 
     cached = _open(data).cache(cache).batch(20)
     _same(_epoch(cached), _epoch(_open(data).batch(20)))
@@ -270,7 +271,7 @@ def test_a_dead_runs_staging_directory_is_adopted_and_a_damaged_part_rewritten(d
     verify_output(_published(cached))
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "footer"])
 def test_a_damaged_published_part_is_rewritten_not_served(data, tmp_path, damage):
     cache = tmp_path / "cache"
     _epoch(_open(data).cache(cache).batch(64))
@@ -279,13 +280,31 @@ def test_a_damaged_published_part_is_rewritten_not_served(data, tmp_path, damage
     raw = bytearray(part.read_bytes())
     if damage == "truncate":
         part.write_bytes(bytes(raw[: len(raw) // 2]))
-    else:  # the same size, one byte of page data changed: the page checksum tells
+    elif damage == "flip":  # the same size, one byte of page data changed
         raw[len(raw) // 4] ^= 0xFF
+        part.write_bytes(bytes(raw))
+    else:  # the same size, a column's name in the footer's schema changed ("name" -> "nbme"): no page covers it
+        at = raw.index(b"name")
+        raw[at + 1] ^= 0x03
         part.write_bytes(bytes(raw))
     _same(_epoch(cached), _epoch(_open(data).batch(64)))
     assert _store(cached).source_reads == 1
     verify_output(_published(cached))  # published again, whole
     assert _staging(cache) == []
+
+
+def test_verify_output_checks_each_parts_xxh3_128(data, tmp_path):
+    cache = tmp_path / "cache"
+    cached = _open(data).cache(cache).batch(64)
+    _epoch(cached)
+    manifest = json.loads((_published(cached) / MANIFEST_NAME).read_text())
+    assert all(len(entry["xxh3_128"]) == 32 and "sha256" not in entry for entry in manifest["files"])
+    part = _published(cached) / manifest["files"][1]["path"]
+    raw = bytearray(part.read_bytes())
+    raw[len(raw) // 3] ^= 0x01
+    part.write_bytes(bytes(raw))
+    with pytest.raises(ManifestMismatchError, match=r"(?s)part-000001\.parquet.*xxh3_128"):
+        verify_output(_published(cached))
 
 
 @pytest.mark.parametrize("writer", ["thread", "inline"])

@@ -271,14 +271,18 @@ def file_digest(files: Iterable[tuple[str, int, int]], extra: Iterable[str] = ()
 MANIFEST_NAME = "_streamfeed_manifest.json"
 MANIFEST_FORMAT = "streamfeed-manifest"
 MANIFEST_VERSION = 1
+# A shard's checksum, by the name its manifest entry lists it under: ``convert`` lists sha256; the
+# conversion cache, which hashes every part it writes and reads, the ~10x cheaper xxh3_128 (7.4 GB/s
+# against 0.7 on this machine's cores).
+DIGEST_NAMES = ("sha256", "xxh3_128")
 
 
 def load_manifest(fs: pafs.FileSystem, path: str) -> dict:
     """The manifest at ``path``, checked for shape: ``{"format", "version", "rows", "files": [...]}``.
 
-    Each entry of ``files`` is ``{"path", "rows", "bytes", "sha256"}``, its
-    path relative to the manifest's directory (``/``-separated, never
-    leaving it).
+    Each entry of ``files`` is ``{"path", "rows", "bytes"}`` and a checksum
+    (one of :data:`DIGEST_NAMES`), its path relative to the manifest's
+    directory (``/``-separated, never leaving it).
     """
 
     def refuse(found: str) -> CorruptFileError:
@@ -312,7 +316,7 @@ def load_manifest(fs: pafs.FileSystem, path: str) -> dict:
             or name.startswith("/")
             or ".." in name.split("/")
             or not all(isinstance(entry.get(key), int) and entry[key] >= 0 for key in ("rows", "bytes"))
-            or not isinstance(entry.get("sha256"), str)
+            or not any(isinstance(entry.get(digest), str) for digest in DIGEST_NAMES)
         ):
             raise refuse(f"the entry {entry!r}")
     return manifest

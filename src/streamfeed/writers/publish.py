@@ -49,15 +49,26 @@ import shutil
 import stat
 import sys
 from types import TracebackType
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow.fs as pafs
+import xxhash
 
 from ..errors import CorruptFileError, ManifestMismatchError, OutputExistsError, PublishError, describe
-from ..sources._paths import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, check_manifests, load_manifest
+from ..sources._paths import (
+    DIGEST_NAMES,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    check_manifests,
+    load_manifest,
+)
 
 _TEMPORARY = re.compile(r"\.(?P<name>.+)\.streamfeed-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}")
 _BLOCK = 4 * 2**20
+DIGESTS: dict[str, Callable[..., Any]] = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}
+"""The checksums a manifest entry may list (``sources._paths.DIGEST_NAMES``), by name."""
+assert tuple(DIGESTS) == DIGEST_NAMES
 
 
 class Publication:
@@ -258,7 +269,7 @@ def write_manifest(fs: pafs.FileSystem, directory: str, manifest: dict) -> str:
 
 
 def verify_output(directory: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> dict:
-    """Checks a published directory fully: names, sizes and every shard's sha256; returns its manifest.
+    """Checks a published directory fully: names, sizes and every shard's checksum; returns its manifest.
 
     Reading back every byte, this is the check a reader cannot afford at
     every open; run it after copying a dataset, or when in doubt.
@@ -271,23 +282,24 @@ def verify_output(directory: str | os.PathLike, filesystem: pafs.FileSystem | No
     check_manifests(fs, root, entries, [path for path in files if not path.endswith("/" + MANIFEST_NAME)])
     for entry in manifest["files"]:
         path = f"{root}/{entry['path']}"
-        _, digest = _seal(fs, path, sync=False)
-        if digest != entry["sha256"]:
+        algorithm = next(name for name in DIGEST_NAMES if name in entry)  # load_manifest checked one is
+        _, digest = _seal(fs, path, sync=False, algorithm=algorithm)
+        if digest != entry[algorithm]:
             raise ManifestMismatchError(
                 describe(
                     "A shard's contents differ from what was published",
                     where=path,
-                    expected=f"sha256 {entry['sha256']}, as the manifest lists",
-                    found=f"sha256 {digest}",
+                    expected=f"{algorithm} {entry[algorithm]}, as the manifest lists",
+                    found=f"{algorithm} {digest}",
                     fix="write the directory again, or copy it again from a good copy",
                 )
             )
     return manifest
 
 
-def _seal(fs: pafs.FileSystem, path: str, *, sync: bool) -> tuple[int, str]:
-    """The size and sha256 of a written file, read back (from the page cache), fsynced when ``sync``."""
-    digest, size = hashlib.sha256(), 0
+def _seal(fs: pafs.FileSystem, path: str, *, sync: bool, algorithm: str = "sha256") -> tuple[int, str]:
+    """The size and checksum (:data:`DIGESTS`) of a written file, read back from the page cache; fsynced if ``sync``."""
+    digest, size = DIGESTS[algorithm](), 0
     if isinstance(fs, pafs.LocalFileSystem):
         with open(path, "rb") as stream:
             while block := stream.read(_BLOCK):
