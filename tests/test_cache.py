@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -428,25 +429,47 @@ def test_decoded_images_keep_their_shape_and_the_size_is_in_the_key(tmp_path):
     assert _epoch(bigger)[0]["image"].shape == (6, 9, 6, 3)
 
 
-def test_image_tensors_are_cached_as_one_fixed_size_value_of_raw_bytes_per_image(tmp_path):
-    """An n-D uint8 column is one FIXED_LEN_BYTE_ARRAY value per row, a byte per byte (not a list of int32)."""
+def test_image_tensors_are_cached_as_arrow_ipc_with_one_fixed_size_value_of_raw_bytes_per_image(tmp_path):
+    """A part with an n-D uint8 column is an Arrow IPC file: one fixed-size binary value per row, a byte per byte."""
     from streamfeed.readers import read_images
 
     root = _image_folder(tmp_path / "images")
     cached = read_images(root, size=(8, 6), fragment_size=5).cache(tmp_path / "cache").batch(6)
     _same(_epoch(cached), _epoch(read_images(root, size=(8, 6), fragment_size=5).batch(6)))
-    parts = sorted(_published(cached).glob("part-*.parquet"))
-    assert len(parts) == len(cached.source.fragments)
+    parts = sorted(_published(cached).glob("part-*"))
+    assert [part.suffix for part in parts] == [".arrow"] * len(cached.source.fragments)
+    manifest = json.loads((_published(cached) / MANIFEST_NAME).read_text())
+    assert manifest["data_format"] == "arrow"
     for part in parts:
-        metadata = pq.read_metadata(part)
-        index = next(i for i in range(metadata.num_columns) if metadata.schema.column(i).path.split(".")[0] == "image")
-        assert metadata.schema.column(index).physical_type == "FIXED_LEN_BYTE_ARRAY"
-        stored = metadata.row_group(0).column(index).total_uncompressed_size
-        assert stored <= metadata.num_rows * 8 * 6 * 3 + 200, (part.name, stored)  # the pixels and page headers
+        with pa.ipc.open_file(pa.py_buffer(part.read_bytes())) as reader:
+            table = reader.read_all()
+        image = table.column("image").combine_chunks()
+        assert image.type == pa.binary(8 * 6 * 3) and image.null_count == 0
+        assert image.buffers()[1].size == len(image) * 8 * 6 * 3  # the pixels, nothing else
+        assert part.stat().st_size <= len(image) * 8 * 6 * 3 + 2048, (part.name, part.stat().st_size)
     again = read_images(root, size=(8, 6), fragment_size=5).cache(tmp_path / "cache").batch(6)
     first = _epoch(again)
     _same(first, _epoch(read_images(root, size=(8, 6), fragment_size=5).batch(6)))
     assert _store(again).source_reads == 0 and first[0]["image"].dtype == np.uint8
+
+
+def test_a_changed_byte_in_an_image_part_is_rewritten_not_served(tmp_path):
+    from streamfeed.readers import read_images
+
+    root = _image_folder(tmp_path / "images")
+
+    def images():
+        return read_images(root, size=(8, 6), fragment_size=5).batch(6)
+
+    _epoch(images().cache(tmp_path / "cache"))
+    cached = images().cache(tmp_path / "cache")
+    part = _published(cached) / "part-000001.arrow"
+    raw = bytearray(part.read_bytes())
+    raw[len(raw) // 2] ^= 0x10  # one byte in the middle of the file, the same size
+    part.write_bytes(bytes(raw))
+    _same(_epoch(cached), _epoch(images()))
+    assert _store(cached).source_reads == 1
+    verify_output(_published(cached))
 
 
 def test_an_unreadable_manifest_is_written_again(data, tmp_path, caplog):

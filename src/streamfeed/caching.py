@@ -14,10 +14,12 @@ batches, order and saved states are the same with and without the cache.
 Layout under ``directory`` (default ``$STREAMFEED_CACHE_DIR`` or
 ``~/.cache/streamfeed/cache``):
 
-- ``<key>/``: a published cache: ``part-<i:06d>.parquet`` per fragment ``i``
-  (exactly its rows, one row group, uncompressed; n-D numeric columns such
-  as decoded images as one fixed-size binary value of raw bytes per row,
-  :func:`part_table`) and ``_streamfeed_manifest.json`` (the manifest
+- ``<key>/``: a published cache: a part per fragment ``i``, exactly its
+  rows, uncompressed: ``part-<i:06d>.parquet`` (one row group), or, for a
+  fragment with n-D numeric columns such as decoded images,
+  ``part-<i:06d>.arrow`` (an Arrow IPC file: :func:`part_format` says why),
+  n-D columns as one fixed-size binary value of raw bytes per row
+  (:func:`part_table`); and ``_streamfeed_manifest.json`` (the manifest
   of ``writers/publish.py``: rows, bytes, xxh3_128 per part), written last;
 - ``.<key>.caching-<pid>-<token>/``: a cache being written, with a journal
   ``_parts.jsonl`` (rows, bytes, xxh3_128 of every part renamed into place).
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import io
 import json
 import logging
 import os
@@ -69,7 +72,7 @@ from .writers.publish import DIGESTS, _seal, _sync_directory, write_manifest
 logger = logging.getLogger("streamfeed")
 
 CacheMode = Literal["always", "auto"]
-CACHE_FORMAT_VERSION = 3  # 2: n-D numeric columns as fixed-size binary; 3: xxh3_128 files, no page checksums
+CACHE_FORMAT_VERSION = 4  # 2: n-D columns as fixed-size binary; 3: xxh3_128, no page checksums; 4: .arrow parts
 """Bumped when what a part holds changes: older caches then get another key and are not reused."""
 PART_COMPRESSION = "none"  # see docs/self-healing.md: snappy cost write CPU for no size gain on floats
 PART_DIGEST = "xxh3_128"  # of each part's whole file (writers.publish.DIGESTS): see write_part
@@ -77,7 +80,7 @@ WRITE_QUEUE = 1  # parts waiting for the writer thread (one fragment each); past
 AUTO_MIN_RATIO = 2.0  # mode="auto" caches when the source costs at least this many times the cache read
 _JOURNAL = "_parts.jsonl"
 _TENSOR = b"streamfeed.cache.tensor"  # field metadata of an n-D column stored as fixed-size binary
-_PART = re.compile(r"part-\d{6}\.parquet")
+_PART = re.compile(r"part-(?P<index>\d{6})\.(?:parquet|arrow)")
 _STAGING = re.compile(r"\.(?P<key>[0-9a-f]{20})\.caching-(?P<pid>\d+)-[0-9a-f]{8}")
 # A cached chunk holds exactly what the source yielded, after its null policy: converting it back must
 # apply no policy again ("mask" applies none and leaves NaN a value, as the source let it through).
@@ -136,12 +139,29 @@ def part_table(chunk: Chunk) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def part_format(chunk: Chunk) -> str:
+    """The file format of ``chunk``'s part: ``"arrow"`` (IPC) with an n-D numeric column, else ``"parquet"``.
+
+    A decoded image is a few large fixed-size values, which Parquet's
+    encoder copies value by value into pages: 150 CPU us to write a
+    224x224x3 image against 82 us as an Arrow IPC record batch (its buffers
+    written as they are, 70 us of which is the file write itself), and 80–94
+    us against 42–48 to read it back with its checksum (scratch runs, 64
+    images a part, load ~3), beside ~1.1 ms to decode the JPEG. Tables of
+    scalars stay Parquet, as the issue asks: there plain encoding is cheap
+    (0.175 CPU us/row for 33 float32 columns) and the files serve anything
+    that reads Parquet.
+    """
+    tensors = any(values.ndim > 1 and values.dtype.kind in "biuf" for values in chunk.values())
+    return "arrow" if tensors else "parquet"
+
+
 def read_part(path: str, digest: str) -> Chunk:
     """A part's rows as written (:func:`part_table` undone), once its file's checksum is ``digest``.
 
-    The whole file is read and hashed before Parquet parses it, so a
-    changed byte anywhere (a page, or the footer's schema, which no page
-    checksum covers) refuses the part with :class:`CorruptFileError`.
+    The whole file is read and hashed before it is parsed, so a changed
+    byte anywhere (a page, or the footer's schema, which Parquet's page
+    checksums do not cover) refuses the part with :class:`CorruptFileError`.
     """
     with open(path, "rb") as stream:
         data = stream.read()
@@ -156,12 +176,15 @@ def read_part(path: str, digest: str) -> Chunk:
                 fix="nothing: the cache rewrites the part from the source",
             )
         )
-    table = pq.read_table(pa.py_buffer(data))
+    if path.endswith(".arrow"):
+        table = pa.ipc.open_file(pa.py_buffer(data)).read_all()  # no copy: the arrays keep ``data``
+    else:
+        table = pq.read_table(pa.py_buffer(data))
     tensors: dict[str, np.ndarray] = {}
     for field in table.schema:
         if field.metadata and _TENSOR in field.metadata:
             tensor = json.loads(field.metadata[_TENSOR])
-            column = table.column(field.name).combine_chunks()  # one row group: one chunk, no copy
+            column = table.column(field.name).combine_chunks()  # one row group or batch: one chunk, no copy
             row_bytes = column.type.byte_width
             dtype, shape = np.dtype(tensor["dtype"]), tuple(tensor["shape"])
             if len(column) == 0:  # an empty part's buffer may be absent
@@ -178,32 +201,57 @@ def read_part(path: str, digest: str) -> Chunk:
 
 
 def write_part(chunk: Chunk, path: str) -> tuple[int, int, str]:
-    """Writes ``chunk`` as one Parquet row group; returns its rows, bytes and checksum (:data:`PART_DIGEST`).
+    """Writes ``chunk`` as a part at ``path``; returns its rows, bytes and checksum.
 
-    The file is read back from the page cache and hashed with xxh3_128, and
-    :func:`read_part` checks that checksum over the whole file. Per part of
-    33 float32 columns (46 682 rows) this cost 0.32 CPU us/row against 0.54
-    with Parquet page checksums and a sha256 read back, and per 224x224x3
-    image 0.21 ms against 0.42 (page checksums alone are 0.09 us/row, 85 us
-    an image, and miss a changed footer).
+    In :func:`part_format`'s format: Parquet, one row group; or Arrow IPC,
+    one record batch. The bytes are hashed (:data:`PART_DIGEST`,
+    xxh3_128) as they are written, and :func:`read_part` checks that
+    checksum over the whole file. On 33 float32 columns (46 682 rows) the
+    write cost 0.22–0.24 CPU us/row hashed as written, 0.31–0.32 read back
+    from the page cache to hash, 0.54 with Parquet page checksums and a
+    sha256 read back (page checksums alone cost 0.09 us/row and miss a
+    changed footer; scratch runs, load ~3).
     """
     table = part_table(chunk)
-    pq.write_table(
-        table,
-        path,
-        row_group_size=max(1, table.num_rows),
-        compression=PART_COMPRESSION,
-        write_statistics=False,  # nothing filters on them; 0.09 CPU us/row saved (33 float32 columns)
-        # Dictionaries only for text: on 33 random float32 columns they cost 4.5 CPU us/row to write
-        # against 0.45 without (measured, 50 000 rows), for no size gain.
-        use_dictionary=[name for name, values in chunk.items() if values.dtype.kind in "OUS"],
-    )
-    size, digest = _seal(pafs.LocalFileSystem(), path, sync=False, algorithm=PART_DIGEST)
-    return table.num_rows, size, digest
+    with open(path, "wb") as file:
+        hashed = _HashingFile(file)
+        with pa.PythonFile(hashed, mode="w") as sink:
+            if part_format(chunk) == "arrow":
+                with pa.ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+            else:
+                pq.write_table(
+                    table,
+                    sink,
+                    row_group_size=max(1, table.num_rows),
+                    compression=PART_COMPRESSION,
+                    write_statistics=False,  # nothing filters on them; 0.09 CPU us/row saved (33 float32 columns)
+                    # Dictionaries only for text: on 33 random float32 columns they cost 4.5 CPU us/row to write
+                    # against 0.45 without (measured, 50 000 rows), for no size gain.
+                    use_dictionary=[name for name, values in chunk.items() if values.dtype.kind in "OUS"],
+                )
+    return table.num_rows, hashed.size, hashed.digest.hexdigest()
 
 
-def _part_name(index: int) -> str:
-    return f"part-{index:06d}.parquet"
+class _HashingFile(io.RawIOBase):
+    """A file being written whose bytes are hashed (:data:`PART_DIGEST`) and counted on their way to it."""
+
+    def __init__(self, file: io.BufferedWriter) -> None:
+        super().__init__()
+        self.file, self.digest, self.size = file, DIGESTS[PART_DIGEST](), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        written = self.file.write(data)
+        self.size += written
+        return written
+
+
+def _part_name(index: int, chunk: Chunk) -> str:
+    return f"part-{index:06d}.{part_format(chunk)}"
 
 
 class CachedFragment:
@@ -323,7 +371,7 @@ class FragmentStore:
                 folder = self.published if published else self._staging
             if entry is None or folder is None:
                 break
-            chunk = self._read_part(os.path.join(folder, _part_name(index)), entry, fragment)
+            chunk = self._read_part(folder, entry, fragment)
             if chunk is not None:
                 return chunk
             if self._forget(index, entry, published):
@@ -334,9 +382,10 @@ class FragmentStore:
         self._store(index, chunk)
         return chunk
 
-    def _read_part(self, path: str, entry: dict, fragment: Fragment) -> Chunk | None:
+    def _read_part(self, folder: str, entry: dict, fragment: Fragment) -> Chunk | None:
         """The part's rows, or None if it is not exactly what was written (size, checksum, rows)."""
         try:
+            path = os.path.join(folder, entry["path"])
             if os.path.getsize(path) != entry["bytes"]:
                 return None
             chunk = read_part(path, entry[PART_DIGEST])
@@ -354,11 +403,11 @@ class FragmentStore:
         """
         with self._lock:
             if published and self._manifest is not None and self._manifest.get(index) is entry:
-                logger.warning("cache: %s does not match its manifest: rewriting it", _part_name(index))
+                logger.warning("cache: %s does not match its manifest: rewriting it", entry["path"])
                 self._reopen_published(index)
                 return True
             if not published and self._parts.get(index) is entry:
-                logger.warning("cache: %s does not match its journal: rewriting it", _part_name(index))
+                logger.warning("cache: %s does not match its journal: rewriting it", entry["path"])
                 del self._parts[index]
                 self._bytes -= entry["bytes"]
                 return True
@@ -431,7 +480,7 @@ class FragmentStore:
         except BaseException as exc:
             with self._lock:
                 if isinstance(exc, Exception):
-                    self._disable(f"writing {_part_name(index)} failed: {exc!r}")
+                    self._disable(f"writing {_part_name(index, chunk)} failed: {exc!r}")
                 if index in self._queued:  # _write failed before it counted the part out
                     self._queued.discard(index)
                     self._writing -= 1
@@ -442,13 +491,13 @@ class FragmentStore:
 
     def _write(self, index: int, chunk: Chunk, staging: str) -> None:
         """Writes one part to a temporary name, then (under the lock) renames it in, journals it, maybe publishes."""
-        name = _part_name(index)
+        name = _part_name(index, chunk)
         temporary = os.path.join(staging, f".{name}.{secrets.token_hex(4)}.tmp")
         problem: str | None = None
         entry: dict = {}
         try:
             rows, size, digest = write_part(chunk, temporary)
-            entry = {"index": index, "rows": rows, "bytes": size, PART_DIGEST: digest}
+            entry = {"index": index, "path": name, "rows": rows, "bytes": size, PART_DIGEST: digest}
         except OSError as exc:  # a full disk, a directory not writable or gone
             problem = f"writing {name} failed: {exc}"
         except BaseException:
@@ -549,12 +598,16 @@ class FragmentStore:
             pass
         kept = []
         for index, entry in sorted(recorded.items()):
-            path = os.path.join(staging, _part_name(index))
-            if 0 <= index < len(self.fragments) and self._intact(path, entry, self.fragments[index]):
+            named = _PART.fullmatch(str(entry.get("path")))
+            if (
+                named is not None
+                and int(named["index"]) == index < len(self.fragments)
+                and self._intact(os.path.join(staging, entry["path"]), entry, self.fragments[index])
+            ):
                 self._parts[index] = entry
                 self._bytes += entry["bytes"]
                 kept.append(entry)
-        keep = {_part_name(index) for index in self._parts}
+        keep = {entry["path"] for entry in kept}
         for name in os.listdir(staging):
             if name not in keep:
                 _remove(os.path.join(staging, name))
@@ -586,7 +639,7 @@ class FragmentStore:
                 entry = self._parts[index]
                 files.append(
                     {
-                        "path": _part_name(index),
+                        "path": entry["path"],
                         "rows": entry["rows"],
                         "bytes": entry["bytes"],
                         PART_DIGEST: entry[PART_DIGEST],
@@ -595,7 +648,7 @@ class FragmentStore:
             manifest = {
                 "format": MANIFEST_FORMAT,
                 "version": MANIFEST_VERSION,
-                "data_format": "parquet",
+                "data_format": "+".join(sorted({os.path.splitext(entry["path"])[1][1:] for entry in files})),
                 "rows": sum(entry["rows"] for entry in files),
                 "files": files,
                 "cache": {"version": CACHE_FORMAT_VERSION, "key": self.key, "fragments": len(self.fragments)},
@@ -626,7 +679,7 @@ class FragmentStore:
         try:
             manifest = load_manifest(pafs.LocalFileSystem(), path)
             names = {entry["path"]: entry for entry in manifest["files"]}
-            parts = {int(name[5:11]): entry for name, entry in names.items() if _PART.fullmatch(name)}
+            parts = {int(match["index"]): names[name] for name in names if (match := _PART.fullmatch(name))}
             cache = manifest.get("cache")
             if len(parts) != len(names) or not isinstance(cache, dict) or cache.get("key") != self.key:
                 raise CorruptFileError(describe("Not a cache manifest of this source", where=path))
@@ -643,7 +696,7 @@ class FragmentStore:
         try:
             os.rename(self.published, staging)
             _remove(os.path.join(staging, MANIFEST_NAME))
-            _remove(os.path.join(staging, _part_name(damaged)))
+            _remove(os.path.join(staging, manifest[damaged]["path"]))
             kept = [{"index": index, **entry} for index, entry in sorted(manifest.items()) if index != damaged]
             with open(os.path.join(staging, _JOURNAL), "w", encoding="utf-8") as journal:
                 journal.writelines(json.dumps(entry) + "\n" for entry in kept)
@@ -755,7 +808,7 @@ def probe_cache(fragment: Fragment) -> CacheProbe:
     chunk = fragment.read()
     source_seconds = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="streamfeed-cache-probe-") as scratch:
-        path = os.path.join(scratch, "probe.parquet")
+        path = os.path.join(scratch, f"probe.{part_format(chunk)}")
         started = time.perf_counter()
         _, _, digest = write_part(chunk, path)
         written = time.perf_counter()
