@@ -7,8 +7,15 @@ fresh process and reports rows/s and peak RSS:
 * ``h5py_slices``: the limit, ``ds[i:i+chunk]`` contiguous reads in a loop
   (features and label), chunk = the dataset's chunk rows;
 * ``streamfeed``: ``read_hdf5(...).batch(1024)``, read threads (default);
-* ``streamfeed_p2``: the same with ``processes=2`` (worker processes +
-  shared memory), to see whether processes pay for HDF5 decoding.
+* ``streamfeed_reads``: the fragment reads of that epoch alone, in the same
+  read pool (``OrderedReader``, no batching, no prefetch thread): what the
+  reads cost; the gap to ``streamfeed`` is the per-batch path;
+* ``streamfeed_p2``: ``read_hdf5(..., processes=2).batch(1024)`` (worker
+  processes + shared memory), to see whether processes pay for HDF5 decoding.
+
+Each approach also reports its process CPU seconds per million rows (on
+shared cores the pipeline's CPU is taken from the model; for
+``processes=2`` the workers' CPU is not counted).
 
 Both an uncompressed and a gzip-compressed file are measured (the gzip one
 is where decoding, serialised by h5py's lock in threads, could gain from
@@ -27,6 +34,7 @@ import argparse
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -40,9 +48,10 @@ N_FEATURES, CHUNK_ROWS, BATCH = C.N_FEATURES, 65_536, C.BATCH
 APPROACHES = {
     "h5py_slices": "h5py ds[i:i+chunk] loop (limit)",
     "streamfeed": "streamfeed read_hdf5, threads",
+    "streamfeed_reads": "  its fragment reads alone (read pool)",
     "streamfeed_p2": "streamfeed read_hdf5, processes=2",
 }
-TARGET = 0.8
+TARGET = 0.9  # issue 11: uncompressed HDF5 >= 0.9x the h5py limit
 
 
 def generate(rows: int, compression: str | None) -> Path:
@@ -75,7 +84,7 @@ def worker(approach: str, path: str) -> dict:
 
     if approach != "h5py_slices":
         from streamfeed.readers import read_hdf5
-    started = C.now()
+    started, cpu_started = C.now(), time.process_time()
     rows = 0
     if approach == "h5py_slices":
         with h5py.File(path, "r") as f:
@@ -84,14 +93,41 @@ def worker(approach: str, path: str) -> dict:
             for i in range(0, x.shape[0], step):
                 _, ys = x[i : i + step], y[i : i + step]
                 rows += len(ys)
+    elif approach == "streamfeed_reads":
+        import threading
+
+        from streamfeed.runtime.reader import OrderedReader
+
+        ds = read_hdf5(path, columns={"x": "/x", "y": "/y"})
+        spec = ds.batch(BATCH).epoch_spec(0)
+        reader = OrderedReader(
+            spec.fragments,
+            [index for unit in spec.plan.units for index in unit],
+            row_ops=spec.row_ops,
+            threads=spec.layout.read_threads,
+            ahead=spec.layout.read_ahead,
+            report=spec.report,
+            stop=threading.Event(),
+        )
+        try:
+            for chunk in reader:
+                rows += len(chunk["y"]) if chunk is not None else 0
+        finally:
+            reader.close()
     else:
         ds = read_hdf5(path, columns={"x": "/x", "y": "/y"}, processes=2 if approach == "streamfeed_p2" else None)
         with ds.batch(BATCH).iter_epoch(0) as it:
             for batch in it:
                 rows += len(batch["y"])
         ds.source.close()
-    seconds = C.now() - started
-    return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds, "peak_rss": C.peak_rss()}
+    seconds, cpu = C.now() - started, time.process_time() - cpu_started
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "cpu_s_per_m_rows": cpu / rows * 1e6,
+        "peak_rss": C.peak_rss(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\n{label}: {path} ({path.stat().st_size / 2**20:,.0f} MiB, "
             f"{rows:,} rows x {N_FEATURES} float32 + label, chunks of {CHUNK_ROWS} rows)"
         )
-        print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'peak RSS MiB':>13s}")
+        print(f"{'approach':40s} {'rows/s':>12s} {'vs limit':>9s} {'CPU s/M rows':>13s} {'peak RSS MiB':>13s}")
         for approach, title in APPROACHES.items():
             runs = [C.run_worker(SCRIPT, [approach, str(path)], timeout=1800) for _ in range(args.repeat)]
             good = [r for r in runs if "error" not in r]
@@ -128,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             limit = results[label]["h5py_slices"].get("rows_per_s")
             ratio = best["rows_per_s"] / limit if limit else float("nan")
-            print(f"{title:40s} {best['rows_per_s']:12,.0f} {ratio:8.2f}x {best['peak_rss'] / 2**20:13,.0f}")
+            print(
+                f"{title:40s} {best['rows_per_s']:12,.0f} {ratio:8.2f}x {best['cpu_s_per_m_rows']:13.3f} "
+                f"{best['peak_rss'] / 2**20:13,.0f}"
+            )
         ratio = results[label]["streamfeed"].get("rows_per_s", 0) / results[label]["h5py_slices"].get("rows_per_s", 1)
         print(
             f"target streamfeed >= {TARGET}x the h5py limit: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}x)"
