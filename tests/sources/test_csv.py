@@ -13,15 +13,18 @@ import io
 import json
 import os
 import random
+import threading
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv  # noqa: F401  (pa.csv in the fast-path tests)
 import pytest
 
 import streamfeed as sf
 from streamfeed.readers import read_csv
-from streamfeed.sources._csv_scan import Scanner, record_lines, scan_stream
+from streamfeed.sources import csv as csv_source
+from streamfeed.sources._csv_scan import Scanner, UnbalancedQuote, record_lines, scan_stream
 
 
 @pytest.fixture(autouse=True)
@@ -426,3 +429,131 @@ def test_a_point_decimal_file_with_semicolons_keeps_the_point(tmp_path):
     path = tmp_path / "points.csv"
     path.write_text("a;b\n1.5;2,5\n", encoding="utf-8")  # a point anywhere: not a decimal-comma file
     assert read_csv(path).source.decimal == "."
+
+
+# ------------------------------------------------- fast paths (benchmarks/csv.py)
+def _scan_fields(scanner: Scanner) -> tuple:
+    return (
+        scanner.rows,
+        [split.to_list() for split in scanner.splits],
+        scanner.header_end,
+        scanner.quoted_newlines,
+        scanner.lines_before,
+    )
+
+
+def _scan_both(data: bytes, block: int, **options) -> tuple:
+    """(full quote pass, source's scan) of ``data``: their fields, or the line of the quote error each raised.
+
+    Blocks given as memoryviews always take the quote pass (``Scanner.feed``
+    skips it only for bytes without a quote character, outside quotes).
+    """
+    results = []
+    for scan, wrap in ((scan_stream, memoryview), (csv_source._scan_read_ahead, bytes)):
+        scanner = Scanner(quote=ord('"'), delimiter=ord(","), split_bytes=60, **options)
+        stream = io.BytesIO(data)
+        try:
+            scan(lambda size, stream=stream, wrap=wrap: wrap(stream.read(size)), scanner, block)
+            results.append(_scan_fields(scanner))
+        except UnbalancedQuote as exc:
+            results.append(("UnbalancedQuote", exc.line, str(exc)))
+    return tuple(results)
+
+
+def test_scan_fast_path_agrees_with_the_plain_scan():
+    """Blocks without a quote skip the quote pass: same counts, splits and quote errors as the plain scan."""
+    rng = random.Random(1)
+    quoted_values = ['"a\nb"', '"x,y"', '"say ""hi"""', '"' + "long " * 30 + '\nvalue"']
+    bad = ['5" screen']  # a quote opening in the middle of an unquoted field
+    plain_values = ["1.5", "-2", "abc", ""]
+    seen = {"fast": 0, "quote error": 0}
+    for trial in range(200):
+        lines = [b"h1,h2,h3"]
+        for _ in range(rng.randint(0, 40)):
+            pool = plain_values + (quoted_values if rng.random() < 0.15 else []) + (bad if rng.random() < 0.01 else [])
+            lines.append(",".join(rng.choice(pool) for _ in range(3)).encode())
+        ending = rng.choice([b"\n", b"\r\n"])
+        data = ending.join(lines) + rng.choice([b"", ending, ending * 2])
+        for block in (1, 7, 64, 4096):
+            plain, fast = _scan_both(data, block)
+            assert fast == plain, (trial, block, data)
+            seen["quote error"] += plain[0] == "UnbalancedQuote"
+            seen["fast"] += b'"' not in data[block : 2 * block] and block < len(data)
+    assert seen["fast"] > 100 and seen["quote error"] > 0  # both paths were exercised
+
+
+def test_scan_read_ahead_leaves_no_thread_when_the_scan_raises():
+    data = b"a,b\n" + b"1,2\n" * 1000 + b'3,4" inch\n'
+    scanner = Scanner(quote=ord('"'), delimiter=ord(","))
+    with pytest.raises(UnbalancedQuote):
+        csv_source._scan_read_ahead(io.BytesIO(data).read, scanner, 64)
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("streamfeed-csv-scan")]
+
+
+def _numbers_with_tokens(path, tokens_from: int, rows: int = 3000) -> list:
+    """id,x,k: x a float with null tokens (and a NaN that is not one) only from row ``tokens_from`` on.
+
+    For 500 rows the tokens are only those that read as NaN without the
+    tokens (``NaN``, ``-nan``), then all kinds.
+    """
+    tokens = ["NA", "", "NaN", "null", "-nan", "#N/A"]
+    values = []
+    with open(path, "w") as handle:
+        handle.write("id,x,k\n")
+        for i in range(rows):
+            if tokens_from <= i < tokens_from + 500 and i % 7 == 0:
+                x = ["NaN", "-nan"][(i // 7) % 2]
+            elif i >= tokens_from and i % 7 == 0:
+                x = tokens[(i // 7) % len(tokens)]
+            elif i >= tokens_from and i % 11 == 0:
+                x = "NAN"  # not a token: a NaN value under every policy
+            else:
+                x = f"{i / 4}"
+            k = "-999" if i % 5 == 0 else str(i)
+            handle.write(f"{i},{x},{k}\n")
+            values.append((x, k))
+    return values
+
+
+def test_fragments_skip_null_tokens_only_while_none_is_met(tmp_path):
+    """A parse without the null tokens gives the same nulls and NaNs as the parse with them.
+
+    The tokens start in a later byte range: the ranges before it take the
+    fast parse (the shared flag stays set until then), the first with
+    tokens (NaN-like ones, which convert) sends it and the rest to the
+    parse with the tokens, and the values agree with pyarrow's own reading
+    of the file. Ranges are read in order, as a single read thread would.
+    """
+    path = tmp_path / "tokens.csv"
+    values = _numbers_with_tokens(path, tokens_from=2000)
+    want = pa.csv.read_csv(path)
+    ds = read_csv(path, nulls="mask", fragment_bytes=4096)
+    assert len(ds.source.fragments) > 10
+    hints = ds.source.fragments[0]._hints
+    assert all(fragment._hints is hints for fragment in ds.source.fragments)
+    chunks = []
+    for fragment in ds.source.fragments:
+        chunks.append(fragment.read())
+        if fragment.first_row + fragment.num_rows <= 2000:
+            assert hints.skip_null_tokens  # the fast parse was taken, and agreed: nothing asked for the tokens
+    assert not hints.skip_null_tokens  # a token was met: later ranges parse with the tokens
+    x = np.ma.concatenate([chunk["x"] for chunk in chunks])  # np.concatenate would drop the masks
+    assert len(collect(ds)["x"]) == len(x) == 3000
+    np.testing.assert_array_equal(np.ma.getmaskarray(x), want["x"].is_null().to_numpy(zero_copy_only=False))
+    np.testing.assert_array_equal(x.filled(0.5), want["x"].fill_null(0.5).to_numpy())  # NAN stays NaN
+    assert np.isnan(x.filled(0.5)).sum() == sum(v == "NAN" for v, _ in values) > 0
+    # a clean file: every range takes the fast parse
+    clean = tmp_path / "clean.csv"
+    _numbers_with_tokens(clean, tokens_from=10**9)
+    ds = read_csv(clean, fragment_bytes=4096)
+    assert len(collect(ds)["x"]) == 3000 and ds.source.fragments[0]._hints.skip_null_tokens
+
+
+def test_user_null_tokens_that_are_numbers_stay_null(tmp_path):
+    """``null_values=["-999"]`` in an integer column: a parse without tokens would read -999; it must not run."""
+    path = tmp_path / "tokens.csv"
+    values = _numbers_with_tokens(path, tokens_from=10**9)
+    ds = read_csv(path, null_values=["-999"], nulls="fill", fill={"k": 0}, fragment_bytes=4096)
+    got = collect(ds)
+    np.testing.assert_array_equal(got["k"], [0 if k == "-999" else int(k) for _, k in values])
+    assert not ds.source.fragments[0]._hints.skip_null_tokens

