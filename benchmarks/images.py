@@ -9,7 +9,10 @@ and that process's peak RSS), on the same generated JPEG class folders:
 * ``streamfeed``: ``read_images(...).batch(64)`` iterated;
 * ``idfd``: ``keras.utils.image_dataset_from_directory`` (tf.data) iterated;
 * ``pydataset``: a ``keras.utils.PyDataset`` opening each file with PIL;
-* the same three training one epoch of a tiny model (``fit``, TF backend).
+* the same three training one epoch of a tiny model (``fit``, TF backend),
+  and ``memory``: the model's ceiling, ``fit(x, y)`` on every image decoded
+  beforehand (untimed) into NumPy arrays, as a loader that costs nothing
+  would feed it.
 
 Cases: 256x256 JPEGs -> 224x224 uint8 batches (default 10 000 images), and
 a 4x downscale, 1024x1024 -> 256x256 (iteration only). Targets: streamfeed
@@ -20,6 +23,7 @@ Usage::
 
     python benchmarks/images.py            # 10 000 + 2 000 images
     python benchmarks/images.py --quick    # 1 000 + 200 images (smoke run)
+    python benchmarks/images.py --modes fit  # the fit cells only
 
 Images are generated once under ``~/.cache/streamfeed/bench/images/`` (or
 ``--data-dir``), never in the repository.
@@ -91,9 +95,9 @@ def iter_limit(path: Path, out: int) -> int:
 
 
 def streamfeed_dataset(path: Path, out: int):
-    import streamfeed.sources.images as images
+    from streamfeed.readers import read_images
 
-    return images.read_images(path, size=(out, out)).batch(BATCH)
+    return read_images(path, size=(out, out)).batch(BATCH)
 
 
 def iter_streamfeed(path: Path, out: int) -> int:
@@ -151,8 +155,25 @@ def tiny_model(out: int):
     return model
 
 
-def fit(path: Path, out: int, approach: str) -> int:
+def decoded_in_memory(path: Path, out: int):
+    """Every image decoded and resized by streamfeed, held as two NumPy arrays (the ceiling's input)."""
+    import numpy as np
+
+    images, labels = [], []
+    with streamfeed_dataset(path, out).iter_epoch(0) as it:
+        for batch in it:
+            images.append(batch["image"])
+            labels.append(batch["label"])
+    return np.concatenate(images), np.concatenate(labels)
+
+
+def fit(path: Path, out: int, approach: str, prepared=None) -> int:
     model = tiny_model(out)
+    if approach == "memory":
+        x, y = prepared
+        history = model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+        assert len(history.history["loss"]) == 1
+        return len(y)
     if approach == "streamfeed":
         data = streamfeed_dataset(path, out).to_keras(features=["image"], label="label", inputs="dict", dtype="uint8")
     elif approach == "idfd":
@@ -170,14 +191,16 @@ LABELS = {
     "streamfeed": "streamfeed read_images().batch(64)",
     "idfd": "keras image_dataset_from_directory",
     "pydataset": "PyDataset opening files with PIL",
+    "memory": "in-memory NumPy fit(x, y) (the model's ceiling)",
 }
 
 
 def worker(mode: str, approach: str, path: str, out: int) -> dict:
     path_ = Path(path)
     C.warm_files(list_files(path_)[0])
+    prepared = decoded_in_memory(path_, out) if approach == "memory" else None  # untimed
     started = C.now()
-    count = ITERATE[approach](path_, out) if mode == "iter" else fit(path_, out, approach)
+    count = ITERATE[approach](path_, out) if mode == "iter" else fit(path_, out, approach, prepared)
     seconds = C.now() - started
     return {"images": count, "seconds": seconds, "rate": count / seconds, "peak_rss": C.peak_rss()}
 
@@ -189,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--out", type=Path, help="write the results as JSON")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--modes", default="iter,fit", help="comma-separated: iter, fit (default both)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -208,13 +232,17 @@ def main(argv: list[str] | None = None) -> int:
         ("1024->256", generate(args.data_dir, big_count, 1024), 256, ("iter",)),
     ]
     results: dict = {}
-    for case, path, out, modes in cases:
+    wanted = set(args.modes.split(","))
+    cases = [(case, path, out, tuple(m for m in modes if m in wanted)) for case, path, out, modes in cases]
+    for case, path, out, modes in [case for case in cases if case[3]]:
         n = len(list_files(path)[0])
         print(f"\n== {case}: {n} JPEGs in {CLASSES} class folders ({path})")
         rows = []
         for mode in modes:
             approaches = (
-                ["limit", "streamfeed", "idfd", "pydataset"] if mode == "iter" else ["streamfeed", "idfd", "pydataset"]
+                ["limit", "streamfeed", "idfd", "pydataset"]
+                if mode == "iter"
+                else ["memory", "streamfeed", "idfd", "pydataset"]
             )
             for approach in approaches:
                 result = C.run_worker(
@@ -238,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
                 "  streamfeed iteration / image_dataset_from_directory = "
                 f"{get('iter/streamfeed') / get('iter/idfd'):.2f}"
             )
+        if get("fit/memory") and get("fit/idfd"):
+            print(
+                f"  in-memory ceiling / image_dataset_from_directory fit = {get('fit/memory') / get('fit/idfd'):.2f} "
+                "(no loader can pass it)"
+            )
+        if get("fit/streamfeed") and get("fit/memory"):
+            print(f"  streamfeed fit / in-memory ceiling = {get('fit/streamfeed') / get('fit/memory'):.2f}")
         if get("fit/streamfeed") and get("fit/idfd"):
             ratio = get("fit/streamfeed") / get("fit/idfd")
             print(
