@@ -7,6 +7,8 @@ the blocks TensorFlow receives, and class weights against Keras's function.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -107,3 +109,44 @@ def test_the_iterators_serve_the_epoch_in_order_once(tmp_path, kind):
     assert sorted(keras_data.served_ids().tolist()) == list(range(250))
     assert keras_data.epoch == 1  # the epoch was served in full and ended
     keras_data.close()
+
+
+def _feed_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name == "streamfeed-tf-feed"]
+
+
+def test_tensorflow_blocks_are_built_ahead_in_a_thread_that_an_abandoned_epoch_stops(tmp_path):
+    """TensorFlow's next block is built in ``streamfeed-tf-feed`` while the current one is trained.
+
+    200 batches of 10 rows make blocks of 64: after TensorFlow took its first
+    batch, the feed thread holds the next block and waits to build the third.
+    An abandoned epoch stops and joins it before any bookkeeping; the state
+    after the batches trained still resumes exactly, and the epoch restarts
+    from its first batch.
+    """
+    train = sf.read_parquet(_write(tmp_path / "d.parquet", 2000, group=500)).batch(10)
+    with train.iter_epoch(0) as stream:
+        expected = [batch["a"] for batch in stream]
+    keras_data = train.to_keras(features=["a", "b"], label="label")
+    keras_data.on_epoch_begin()
+    iterator = iter(keras_data.get_tf_dataset())
+    taken = [np.asarray(next(iterator)[0]) for _ in range(3)]
+    assert _feed_threads() == ["streamfeed-tf-feed"]
+    state = keras_data.get_state(trained=3)
+    keras_data.on_epoch_end()  # Keras abandoned the epoch after 3 batches
+    assert _feed_threads() == []
+    for x, a in zip(taken, expected):
+        np.testing.assert_array_equal(x[:, 0], a)
+    with train.iter_epoch(state=state) as stream:
+        rest = [batch["a"] for batch in stream]
+    assert len(rest) == len(expected) - 3
+    np.testing.assert_array_equal(rest[0], expected[3])
+    keras_data.on_epoch_begin()
+    again = [np.asarray(x)[:, 0] for x, _ in keras_data.get_tf_dataset()]
+    keras_data.on_epoch_end()
+    assert len(again) == len(expected) and keras_data.epoch == 1
+    for x, a in zip(again, expected):
+        np.testing.assert_array_equal(x, a)
+    del iterator
+    keras_data.close()
+    assert _feed_threads() == []

@@ -171,6 +171,9 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         self._stream_start: dict | None = None  # the _start object the stream was opened from
         self._checked = model is None
         self._closed_wait_seconds = 0.0  # of streams already closed
+        # TensorFlow's feed thread for the running epoch (feeds.BlockFeed): stopped before any bookkeeping.
+        self._feed: feeds.BlockFeed | None = None
+        self._fed_wait_seconds: float | None = None  # TensorFlow's waits for blocks, once a feed ran
         self.ids = ids
         self._listeners: list[Callable[[int, tuple, np.ndarray | None], None]] = []
 
@@ -216,7 +219,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     # ------------------------------------------- Keras data adapter (see feeds)
     def get_tf_dataset(self) -> Any:
         class_weight = class_weight_for_caller()
-        return feeds.tf_dataset(self._peek(class_weight), lambda: self._epoch_batches(class_weight))
+        return feeds.tf_dataset(self._peek(class_weight), lambda: self._epoch_batches(class_weight), self._feed_from)
 
     def get_jax_iterator(self) -> Iterator[tuple]:
         return self._epoch_batches(class_weight_for_caller())
@@ -244,6 +247,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def _peek(self, class_weight: Mapping[int, float] | None) -> tuple:
         """The epoch's first batch as Keras will take it, without serving it (it is replayed)."""
+        self._stop_feed()
         if self._head is None:  # a stream read past its head: start the epoch afresh
             self._close_stream()
         stream = self._stream if self._stream is not None else self._open(begun=False)
@@ -285,6 +289,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     def on_epoch_begin(self) -> None:
         # Several training processes (JAX multi-process) must run the same steps from the same
         # position, or the one with fewer leaves the others waiting forever: see workers.py.
+        self._stop_feed()
         check_workers_agree(self._epoch, self._num_batches, self._start, jax_gather())
         self._follow(beginning_epoch_iterator())
         self._open(begun=True)
@@ -295,6 +300,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         set_epoch_steps(self.num_batches)
 
     def on_epoch_end(self) -> None:
+        self._stop_feed()  # served in full (its thread is ending), or abandoned: no batch is served after this
         complete = self._begun and self._stream is not None and self._served == self.num_batches
         # A peek (JAX, PyTorch) of a one-batch epoch looks complete: see _keras_internals.
         complete = complete and not called_from_epoch_reset()
@@ -363,6 +369,21 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         batches = self.dataset.num_batches(state=start)  # raises StateError naming what differs
         self._start, self._epoch, self._num_batches = copy.deepcopy(dict(start)), int(start["epoch"]), batches
 
+    def _feed_from(self, start: Callable[[], feeds.BlockFeed]) -> feeds.BlockFeed:
+        """Starts TensorFlow's feed of the epoch now pulled (on the thread that pulls it), after any other stopped."""
+        self._stop_feed()
+        if self._fed_wait_seconds is None:
+            self._fed_wait_seconds = 0.0
+        self._feed = start()
+        return self._feed
+
+    def _stop_feed(self) -> None:
+        """Stops TensorFlow's feed thread, if one runs, so that no batch is served behind our back."""
+        if self._feed is not None:
+            self._feed.close()
+            self._fed_wait_seconds = (self._fed_wait_seconds or 0.0) + self._feed.wait_seconds
+            self._feed = None
+
     def _close_stream(self) -> None:
         if self._stream is not None:
             self._closed_wait_seconds += self._stream.wait_seconds
@@ -385,7 +406,13 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """Total time ``__getitem__`` blocked on the pipeline, over all epochs so far.
 
         Monotonic: :class:`InputStallMonitor` takes its difference per epoch.
+        On TensorFlow, once its feed thread serves the batches, this is how
+        long TensorFlow waited for blocks from that thread: the pipeline's
+        own waits then happen ahead of training.
         """
+        feed = self._feed
+        if self._fed_wait_seconds is not None:
+            return self._fed_wait_seconds + (feed.wait_seconds if feed is not None else 0.0)
         return self._closed_wait_seconds + (self._stream.wait_seconds if self._stream is not None else 0.0)
 
     # ------------------------------------------------------------------ state
@@ -424,6 +451,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now."""
+        self._stop_feed()
         self._move_to(state)
         self._close_stream()
         self._close_successor()
@@ -439,6 +467,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def close(self) -> None:
         """Stops the background threads of the current epoch (and of the next, if started), if any."""
+        self._stop_feed()
         self._close_stream()
         self._close_successor()
 
