@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_start = _uptime()
 
-    from streamfeed import caching
+    from streamfeed import cache_parts, caching
 
     if args.images:
         from streamfeed.readers import read_images
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "case": "images" if args.images else "csv",
         "rows": rows,
         "repeat": args.repeat,
-        "part_compression": caching.PART_COMPRESSION,
+        "part_compression": cache_parts.PART_COMPRESSION,
         "write_queue": caching.WRITE_QUEUE,
         "data_bytes": data_bytes,
         "cache_bytes": cache_bytes,

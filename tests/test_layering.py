@@ -24,7 +24,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (2, ("runtime",)),
     (3, ("pipeline",)),
     (4, ("keras", "stats", "inspect", "transforms", "diagnostics")),
-    (5, ("readers", "writers", "convert", "caching", "demo", "__init__")),
+    (5, ("readers", "writers", "convert", "cache_parts", "caching", "demo", "__init__")),
     (6, ("commands", "cli")),
 ]
 ALLOWED_UPWARD = {("pipeline", "keras.adapter"), ("pipeline", "caching")}  # to_keras, cache: imported when called

@@ -17,9 +17,9 @@ Layout under ``directory`` (default ``$STREAMFEED_CACHE_DIR`` or
 - ``<key>/``: a published cache: a part per fragment ``i``, exactly its
   rows, uncompressed: ``part-<i:06d>.parquet`` (one row group), or, for a
   fragment with n-D numeric columns such as decoded images,
-  ``part-<i:06d>.arrow`` (an Arrow IPC file: :func:`part_format` says why),
+  ``part-<i:06d>.arrow`` (an Arrow IPC file: :func:`.cache_parts.part_format` says why),
   n-D columns as one fixed-size binary value of raw bytes per row
-  (:func:`part_table`); and ``_streamfeed_manifest.json`` (the manifest
+  (:func:`.cache_parts.part_table`); and ``_streamfeed_manifest.json`` (the manifest
   of ``writers/publish.py``: rows, bytes, xxh3_128 per part), written last;
 - ``.<key>.caching-<pid>-<token>/``: a cache being written, with a journal
   ``_parts.jsonl`` (rows, bytes, xxh3_128 of every part renamed into place).
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import io
 import json
 import logging
 import os
@@ -57,34 +56,25 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from .convert import column_to_arrow
+from .cache_parts import PART_DIGEST, part_format, read_part, write_part
 from .core import Chunk, Fragment, Source, chunk_len
 from .errors import ArgumentError, CorruptFileError, describe
-from .sources._arrow import ColumnPolicy, Where, table_to_chunk
 from .sources._paths import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest
-from .writers.publish import DIGESTS, _seal, _sync_directory, write_manifest
+from .writers.publish import _seal, _sync_directory, write_manifest
 
 logger = logging.getLogger("streamfeed")
 
 CacheMode = Literal["always", "auto"]
 CACHE_FORMAT_VERSION = 4  # 2: n-D columns as fixed-size binary; 3: xxh3_128, no page checksums; 4: .arrow parts
 """Bumped when what a part holds changes: older caches then get another key and are not reused."""
-PART_COMPRESSION = "none"  # see docs/self-healing.md: snappy cost write CPU for no size gain on floats
-PART_DIGEST = "xxh3_128"  # of each part's whole file (writers.publish.DIGESTS): see write_part
 WRITE_QUEUE = 1  # parts waiting for the writer thread (one fragment each); past it the read thread writes
 AUTO_MIN_RATIO = 2.0  # mode="auto" caches when the source costs at least this many times the cache read
 _JOURNAL = "_parts.jsonl"
-_TENSOR = b"streamfeed.cache.tensor"  # field metadata of an n-D column stored as fixed-size binary
 _PART = re.compile(r"part-(?P<index>\d{6})\.(?:parquet|arrow)")
 _STAGING = re.compile(r"\.(?P<key>[0-9a-f]{20})\.caching-(?P<pid>\d+)-[0-9a-f]{8}")
-# A cached chunk holds exactly what the source yielded, after its null policy: converting it back must
-# apply no policy again ("mask" applies none and leaves NaN a value, as the source let it through).
-_AS_WRITTEN = ColumnPolicy(nulls="mask")
 _CLAIMED: set[str] = set()  # staging directories that a live store of this process writes
 _CLAIMED_LOCK = threading.Lock()
 
@@ -109,145 +99,6 @@ def cache_key(source: Source) -> str:
         "columns": list(source.column_names),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def part_table(chunk: Chunk) -> pa.Table:
-    """``chunk`` as the Arrow table of a part: n-D numeric columns as one fixed-size binary value per row.
-
-    A decoded 224x224x3 image written as ``convert`` writes n-D columns (a
-    fixed-size list of uint8, which Parquet stores as INT32) took 588 KiB,
-    2.4 ms to write and 3.5 ms to read back, against 147 KiB, 0.25 ms and
-    0.45 ms as one FIXED_LEN_BYTE_ARRAY (its raw bytes, no copy); decoding
-    the JPEG took 1.1 ms. The field's metadata keeps the dtype and row shape.
-    """
-    arrays, fields = [], []
-    for name, values in chunk.items():
-        row_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
-        if values.ndim > 1 and values.dtype.kind in "biuf" and row_bytes > 0:
-            raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-            array: pa.Array = pa.FixedSizeBinaryArray.from_buffers(
-                pa.binary(row_bytes), len(values), [None, pa.py_buffer(raw)]
-            )
-            tensor = {"dtype": values.dtype.str, "shape": list(values.shape[1:])}
-            metadata = {_TENSOR: json.dumps(tensor).encode()}
-        else:
-            array, metadata = column_to_arrow(values)
-        arrays.append(array)
-        # A column without nulls is declared not nullable, so Parquet writes no definition levels for it:
-        # 0.27 -> 0.175 CPU us/row to write 33 float32 columns (46 682 rows, median of 9).
-        fields.append(pa.field(name, array.type, nullable=array.null_count > 0, metadata=metadata or None))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def part_format(chunk: Chunk) -> str:
-    """The file format of ``chunk``'s part: ``"arrow"`` (IPC) with an n-D numeric column, else ``"parquet"``.
-
-    A decoded image is a few large fixed-size values, which Parquet's
-    encoder copies value by value into pages: 150 CPU us to write a
-    224x224x3 image against 82 us as an Arrow IPC record batch (its buffers
-    written as they are, 70 us of which is the file write itself), and 80–94
-    us against 42–48 to read it back with its checksum (scratch runs, 64
-    images a part, load ~3), beside ~1.1 ms to decode the JPEG. Tables of
-    scalars stay Parquet, as the issue asks: there plain encoding is cheap
-    (0.175 CPU us/row for 33 float32 columns) and the files serve anything
-    that reads Parquet.
-    """
-    tensors = any(values.ndim > 1 and values.dtype.kind in "biuf" for values in chunk.values())
-    return "arrow" if tensors else "parquet"
-
-
-def read_part(path: str, digest: str) -> Chunk:
-    """A part's rows as written (:func:`part_table` undone), once its file's checksum is ``digest``.
-
-    The whole file is read and hashed before it is parsed, so a changed
-    byte anywhere (a page, or the footer's schema, which Parquet's page
-    checksums do not cover) refuses the part with :class:`CorruptFileError`.
-    """
-    with open(path, "rb") as stream:
-        data = stream.read()
-    found = DIGESTS[PART_DIGEST](data).hexdigest()
-    if found != digest:
-        raise CorruptFileError(
-            describe(
-                "A cache part's contents differ from what was written",
-                where=path,
-                expected=f"{PART_DIGEST} {digest}",
-                found=f"{PART_DIGEST} {found}",
-                fix="nothing: the cache rewrites the part from the source",
-            )
-        )
-    if path.endswith(".arrow"):
-        table = pa.ipc.open_file(pa.py_buffer(data)).read_all()  # no copy: the arrays keep ``data``
-    else:
-        table = pq.read_table(pa.py_buffer(data))
-    tensors: dict[str, np.ndarray] = {}
-    for field in table.schema:
-        if field.metadata and _TENSOR in field.metadata:
-            tensor = json.loads(field.metadata[_TENSOR])
-            column = table.column(field.name).combine_chunks()  # one row group or batch: one chunk, no copy
-            row_bytes = column.type.byte_width
-            dtype, shape = np.dtype(tensor["dtype"]), tuple(tensor["shape"])
-            if len(column) == 0:  # an empty part's buffer may be absent
-                tensors[field.name] = np.empty((0, *shape), dtype=dtype)
-                continue
-            raw = np.frombuffer(
-                column.buffers()[1], dtype=np.uint8, count=len(column) * row_bytes, offset=column.offset * row_bytes
-            )
-            tensors[field.name] = raw.view(dtype).reshape((len(column), *shape))
-    rest = table_to_chunk(table.drop_columns(list(tensors)), _AS_WRITTEN, Where(path)) if tensors else None
-    if rest is None:
-        return table_to_chunk(table, _AS_WRITTEN, Where(path))
-    return {name: tensors[name] if name in tensors else rest[name] for name in table.column_names}
-
-
-def write_part(chunk: Chunk, path: str) -> tuple[int, int, str]:
-    """Writes ``chunk`` as a part at ``path``; returns its rows, bytes and checksum.
-
-    In :func:`part_format`'s format: Parquet, one row group; or Arrow IPC,
-    one record batch. The bytes are hashed (:data:`PART_DIGEST`,
-    xxh3_128) as they are written, and :func:`read_part` checks that
-    checksum over the whole file. On 33 float32 columns (46 682 rows) the
-    write cost 0.22–0.24 CPU us/row hashed as written, 0.31–0.32 read back
-    from the page cache to hash, 0.54 with Parquet page checksums and a
-    sha256 read back (page checksums alone cost 0.09 us/row and miss a
-    changed footer; scratch runs, load ~3).
-    """
-    table = part_table(chunk)
-    with open(path, "wb") as file:
-        hashed = _HashingFile(file)
-        with pa.PythonFile(hashed, mode="w") as sink:
-            if part_format(chunk) == "arrow":
-                with pa.ipc.new_file(sink, table.schema) as writer:
-                    writer.write_table(table)
-            else:
-                pq.write_table(
-                    table,
-                    sink,
-                    row_group_size=max(1, table.num_rows),
-                    compression=PART_COMPRESSION,
-                    write_statistics=False,  # nothing filters on them; 0.09 CPU us/row saved (33 float32 columns)
-                    # Dictionaries only for text: on 33 random float32 columns they cost 4.5 CPU us/row to write
-                    # against 0.45 without (measured, 50 000 rows), for no size gain.
-                    use_dictionary=[name for name, values in chunk.items() if values.dtype.kind in "OUS"],
-                )
-    return table.num_rows, hashed.size, hashed.digest.hexdigest()
-
-
-class _HashingFile(io.RawIOBase):
-    """A file being written whose bytes are hashed (:data:`PART_DIGEST`) and counted on their way to it."""
-
-    def __init__(self, file: io.BufferedWriter) -> None:
-        super().__init__()
-        self.file, self.digest, self.size = file, DIGESTS[PART_DIGEST](), 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.digest.update(data)
-        written = self.file.write(data)
-        self.size += written
-        return written
 
 
 def _part_name(index: int, chunk: Chunk) -> str:
