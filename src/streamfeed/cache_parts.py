@@ -45,8 +45,8 @@ def part_table(chunk: Chunk) -> pa.Table:
     """
     arrays, fields = [], []
     for name, values in chunk.items():
-        row_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
-        if values.ndim > 1 and values.dtype.kind in "biuf" and row_bytes > 0:
+        if _is_tensor(values):
+            row_bytes = values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
             raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
             array: pa.Array = pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(row_bytes), len(values), [None, pa.py_buffer(raw)]
@@ -75,8 +75,12 @@ def part_format(chunk: Chunk) -> str:
     (0.175 CPU us/row for 33 float32 columns) and the files serve anything
     that reads Parquet.
     """
-    tensors = any(values.ndim > 1 and values.dtype.kind in "biuf" for values in chunk.values())
-    return "arrow" if tensors else "parquet"
+    return "arrow" if any(_is_tensor(values) for values in chunk.values()) else "parquet"
+
+
+def _is_tensor(values: np.ndarray) -> bool:
+    """An n-D numeric column with bytes in each row: stored as one fixed-size binary value per row."""
+    return values.ndim > 1 and values.dtype.kind in "biuf" and all(values.shape[1:])
 
 
 def read_part(path: str, digest: str) -> Chunk:

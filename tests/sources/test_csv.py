@@ -23,7 +23,6 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.readers import read_csv
-from streamfeed.sources import csv as csv_source
 from streamfeed.sources._csv_scan import Scanner, UnbalancedQuote, record_lines, scan_stream
 
 
@@ -449,11 +448,11 @@ def _scan_both(data: bytes, block: int, **options) -> tuple:
     skips it only for bytes without a quote character, outside quotes).
     """
     results = []
-    for scan, wrap in ((scan_stream, memoryview), (csv_source._scan_read_ahead, bytes)):
+    for wrap in (memoryview, bytes):
         scanner = Scanner(quote=ord('"'), delimiter=ord(","), split_bytes=60, **options)
         stream = io.BytesIO(data)
         try:
-            scan(lambda size, stream=stream, wrap=wrap: wrap(stream.read(size)), scanner, block)
+            scan_stream(lambda size, stream=stream, wrap=wrap: wrap(stream.read(size)), scanner, block)
             results.append(_scan_fields(scanner))
         except UnbalancedQuote as exc:
             results.append(("UnbalancedQuote", exc.line, str(exc)))
@@ -486,7 +485,7 @@ def test_scan_read_ahead_leaves_no_thread_when_the_scan_raises():
     data = b"a,b\n" + b"1,2\n" * 1000 + b'3,4" inch\n'
     scanner = Scanner(quote=ord('"'), delimiter=ord(","))
     with pytest.raises(UnbalancedQuote):
-        csv_source._scan_read_ahead(io.BytesIO(data).read, scanner, 64)
+        scan_stream(io.BytesIO(data).read, scanner, 64)
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("streamfeed-csv-scan")]
 
 

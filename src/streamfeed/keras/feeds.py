@@ -130,15 +130,15 @@ def _until(stop: threading.Event, items: Iterator[Batch]) -> Iterator[Batch]:
 def tf_dataset(
     first: Batch,
     batches: Callable[[], Iterator[Batch]],
-    track: Callable[[Callable[[], BlockFeed]], BlockFeed] | None = None,
+    track: Callable[[Callable[[], BlockFeed]], BlockFeed],
 ) -> Any:
     """A ``tf.data.Dataset`` of the batches ``batches()`` serves, crossing in blocks.
 
     ``first`` (a batch of the data, not consumed) gives the structure and
     dtypes; every batch dimension is left unknown, so a short last batch fits.
-    Each iteration starts a :class:`BlockFeed`; with ``track``, through
-    ``track(start)``, so that the caller can stop the previous feed before the
-    new one serves a batch, and keep the new one to stop it.
+    Each iteration starts a :class:`BlockFeed` through ``track(start)``, so
+    that the caller can stop the previous feed before the new one serves a
+    batch, and keep the new one to stop it.
     """
     import tensorflow as tf
 
@@ -153,7 +153,7 @@ def tf_dataset(
         return BlockFeed(batches(), size)
 
     def generate() -> Iterator[Batch]:
-        feed = start() if track is None else track(start)
+        feed = track(start)
         try:
             yield from feed
         finally:

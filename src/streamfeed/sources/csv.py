@@ -4,7 +4,7 @@ When the source opens, every file is scanned once for its exact row count
 (``_csv_scan.py``: a vectorised, quote-aware newline count over large byte
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
 mtime), so steps per epoch are known before the first batch; the next
-block is read while one is scanned (``_scan_read_ahead``). The same scan
+block is read while one is scanned (``_csv_scan.scan_stream``). The same scan
 cuts a large file into byte ranges of about ``fragment_bytes`` at record
 boundaries; each range is a fragment that a read thread opens, seeks and
 parses on its own, with the header's column names.
@@ -42,7 +42,7 @@ import concurrent.futures
 import csv as pycsv
 import io
 import logging
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -90,7 +90,7 @@ from ._csv_options import (
     sniff_decimal,
     sniff_delimiter,
 )  # fmt: skip
-from ._csv_scan import BLOCK_BYTES, Scanner, Split, UnbalancedQuote
+from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
 from ._paths import PathLike, file_digest, file_stats, resolve_files
 
 # the public names this module has always offered, now partly defined beside it
@@ -350,7 +350,7 @@ class CsvSource:
                     checkpoints.append(self._scan_gzip(path, scanner))
                 else:
                     with _open_stream(self.filesystem, path, codec) as stream:
-                        _scan_read_ahead(stream.read, scanner)
+                        scan_stream(stream.read, scanner)
             except UnbalancedQuote as exc:
                 raise _quote_error(path, exc) from exc
             except (OSError, pa.ArrowInvalid, _inflate.InflateError) as exc:
@@ -469,23 +469,3 @@ class CsvSource:
                 "decimal": self.decimal,
             }
         return self._fingerprint
-
-
-# ------------------------------------------------------------------ the scan
-def _scan_read_ahead(read: Callable[[int], bytes], scanner: Scanner, block_bytes: int = BLOCK_BYTES) -> None:
-    """Feeds ``read(n)`` to ``scanner`` until EOF, reading the next block in a thread while one is scanned.
-
-    Reading a block (a copy out of the page cache, or decompression) costs
-    about as much as scanning it, and both release the GIL, so on two cores
-    the read hides behind the scan. One read runs at a time, in order; the
-    thread is joined before this returns, also when the scan raises.
-    """
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="streamfeed-csv-scan") as pool:
-        pending = pool.submit(read, block_bytes)
-        try:
-            while block := pending.result():
-                pending = pool.submit(read, block_bytes)
-                scanner.feed(block)
-        finally:
-            pending.cancel()
-    scanner.finish()
