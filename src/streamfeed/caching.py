@@ -159,6 +159,11 @@ class CachedSource:
     def exact_counts(self) -> bool:
         return self.inner.exact_counts
 
+    @property
+    def read_parallelism(self) -> int | None:
+        # The source's: the first epoch reads it (the layout, chosen once, serves every epoch).
+        return self.inner.read_parallelism
+
     def fingerprint(self) -> Any:
         return self.inner.fingerprint()
 

@@ -81,6 +81,14 @@ class Source(Protocol):
         them in one pass before it promises a step count.
         """
 
+    @property
+    def read_parallelism(self) -> int | None:
+        """How many of its fragment reads can usefully run at once; None: no limit of its own.
+
+        The layout's default read threads follow it when no per-fragment op
+        shares the read threads (HDF5 through h5py: 1, one global lock).
+        """
+
     def fingerprint(self) -> Mapping[str, Any]:
         """A small JSON-able identity (files, sizes) used to validate saved state."""
 

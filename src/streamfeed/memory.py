@@ -117,11 +117,13 @@ def plan_layout(
     memory_limit: int | None,
     largest_fragment_rows: float | None = None,
     max_window: int = MAX_DEFAULT_WINDOW,
+    read_parallelism: int | None = None,
 ) -> Layout:
     """The largest layout within ``memory_limit`` (the library's default if None).
 
     ``max_window`` caps the default window (a sharded epoch keeps its read
     units small next to its lanes, see ``Dataset._plan_layout``).
+    ``read_parallelism`` caps the default read threads (``Source.read_parallelism``).
 
     Buffers are sized from the mean fragment, but the largest one must fit
     too (read, and converted once): a single huge fragment, such as a bz2
@@ -139,7 +141,7 @@ def plan_layout(
                 "(streamfeed convert writes row groups sized for streaming)",
             )
         )
-    threads = read_threads or min(4, os.cpu_count() or 1)
+    threads = read_threads or min(4, os.cpu_count() or 1, read_parallelism or 4)
     depth = prefetch or 8
     if not shuffled:
         chosen_window = 1

@@ -530,6 +530,8 @@ class Dataset:
             "memory_limit": limit,
             "largest_fragment_rows": float(max(rows)),
             "max_window": max_window,
+            # Per-fragment ops run in the read threads and may run in parallel where the source's reads cannot.
+            "read_parallelism": None if self.row_ops else self.source.read_parallelism,
         }
 
     def num_rows(self, epoch: int = 0) -> int:

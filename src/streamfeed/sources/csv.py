@@ -233,6 +233,7 @@ class CsvSource:
         self._fingerprint: dict | None = None
         # Dropped null rows and skipped ragged lines are known only by parsing: count them once.
         self.exact_counts = self.report.on_error == "raise" and policy.nulls != "drop"
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
 
     # ----------------------------------------------------------------- opening
     def _size(self, path: str) -> int:

@@ -565,6 +565,7 @@ class ImageSource:
         self._fingerprint: dict | None = None
         # Decoding can fail past the header probe; undecoded, nothing can fail after it.
         self.exact_counts = self.report.on_error == "raise" or not decode
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
 
     @staticmethod
     def _label_map(root: str, listing: _Listing, labels: Labels | None, given: Any) -> dict[str, int]:

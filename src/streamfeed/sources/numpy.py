@@ -458,6 +458,7 @@ class NumpySource:
         self.report.check_budget()
         self._fingerprint: dict | None = None
         self.exact_counts = True  # a fragment that fails is skipped whole, with its row count
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
 
     def _open_group(self, names: Sequence[str], group: Sequence[str]) -> list[tuple[str, _Array]]:
         opened: list[tuple[str, _Array]] = []

@@ -375,6 +375,7 @@ class ParquetSource:
         self._policy = policy
         self._fingerprint: dict | None = None
         self.exact_counts = policy.nulls != "drop"  # dropped null rows are known only by reading
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
 
     @staticmethod
     def _index_columns(file_schemas: Sequence[tuple[str, pa.Schema]]) -> set[str]:

@@ -163,6 +163,7 @@ class RaySource:
         self.policy = policy or ColumnPolicy()
         # Ray's block metadata has every block's rows, so counts are exact unless nulls='drop' removes some
         self.exact_counts = self.policy.nulls != "drop"
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
         self.timeout = timeout
         self.name = name
         self.version = version

@@ -519,6 +519,7 @@ class TFRecordSource:
         self._fingerprint: dict | None = None
         # Under "skip", records that fail while reading shorten their fragment: count once before training.
         self.exact_counts = self.report.on_error == "raise"
+        self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
 
     def _framing_problem(self, index: FileIndex) -> None:
         problem = index.problem
