@@ -152,3 +152,70 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     for r in rows:
         out.append("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
     return "\n".join(out)
+
+
+THREAD_GROUPS = (
+    ("MainThread", "main thread (Keras loop)"),
+    ("streamfeed-read", "streamfeed reads"),
+    ("streamfeed-epoch", "streamfeed producer"),
+    ("streamfeed-units", "streamfeed producer"),
+    ("streamfeed-tf-feed", "streamfeed TF feed"),
+    ("streamfeed", "streamfeed other"),
+    ("ThreadPoolExecutor", "Keras callback pool"),
+    ("Dummy", "TF generator calls"),
+)
+"""Python thread-name prefixes -> the group a profile reports; any other thread is a native pool."""
+NATIVE_GROUP = "native pools (TF, XLA, torch, Arrow)"
+
+
+class ThreadCPU:
+    """CPU seconds per thread of this process, grouped by what the thread does (Linux ``/proc``).
+
+    Where a ``fit`` spends its CPU: the model's own loop, the framework's
+    native pools, and each streamfeed stage. Python threads are named from
+    ``threading``; native threads (no Python name) count as native pools.
+    Threads that end between samples keep their last sampled time, so
+    sample often (e.g. every 50 batches) for threads that live shortly.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[str, float]] = {}  # tid -> (group, CPU seconds when last seen)
+
+    def sample(self) -> dict[int, tuple[str, float]]:
+        """Samples every live thread; returns every thread seen so far (ended ones at their last value)."""
+        import threading
+
+        names = {thread.native_id: thread.name for thread in threading.enumerate()}
+        tick = os.sysconf("SC_CLK_TCK")
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            tid = int(task)
+            seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            known = self._last.get(tid)
+            # A thread id the kernel gave to a new thread starts again from less CPU: name it afresh.
+            group = known[0] if known is not None and seconds >= known[1] else _thread_group(names.get(tid))
+            self._last[tid] = (group, seconds)
+        return dict(self._last)
+
+    @staticmethod
+    def between(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+        """CPU seconds per group spent between two samples."""
+        groups: dict[str, float] = {}
+        for tid, (group, seconds) in after.items():
+            spent = seconds - before.get(tid, (group, 0.0))[1]
+            if spent > 0:
+                groups[group] = groups.get(group, 0.0) + spent
+        return groups
+
+
+def _thread_group(name: str | None) -> str:
+    if name is None:
+        return NATIVE_GROUP
+    for prefix, group in THREAD_GROUPS:
+        if name.startswith(prefix):
+            return group
+    return "other Python threads"

@@ -393,15 +393,28 @@ def fit_worker(args) -> dict:
         def __init__(self):
             super().__init__()
             self.seconds = []
-
             self.cpu = []
+            self.threads = []  # per epoch: CPU seconds per thread group (C.ThreadCPU)
+            self.waits = []  # per epoch, streamfeed only: the model's wait for data
+            self._profile, self._calls = C.ThreadCPU(), 0
+
+        def _waited(self):
+            return inputs[0].input_wait_seconds if args.approach.startswith("streamfeed") else 0.0
 
         def on_epoch_begin(self, epoch, logs=None):
+            self._threads0, self._w0 = self._profile.sample(), self._waited()
             self._t0, self._c0 = C.now(), time.process_time()
+
+        def on_train_batch_end(self, batch, logs=None):
+            self._calls += 1
+            if self._calls % max(1, 50 // args.spe) == 0:  # threads ending between samples keep their last time
+                self._profile.sample()
 
         def on_epoch_end(self, epoch, logs=None):
             self.seconds.append(C.now() - self._t0)
             self.cpu.append(time.process_time() - self._c0)
+            self.threads.append(C.ThreadCPU.between(self._threads0, self._profile.sample()))
+            self.waits.append(self._waited() - self._w0)
 
     # Warm-up: a short fit traces/compiles the full-batch step. Then
     # `fit(epochs=E)` (E=3 by default): its first epoch also compiles the
@@ -418,7 +431,8 @@ def fit_worker(args) -> dict:
     fit_s = C.now() - t0
     steady = timer.seconds[1:] or timer.seconds
     seconds = min(steady)
-    cpu_s = timer.cpu[timer.seconds.index(seconds)]
+    best = timer.seconds.index(seconds)
+    cpu_s = timer.cpu[best]
     if rows is None:  # the generator approach: count what one epoch holds
         rows = _count_rows(path)
     result = {
@@ -433,6 +447,8 @@ def fit_worker(args) -> dict:
         "epoch_s_all": timer.seconds,
         "cpu_s": cpu_s,
         "cpu_s_per_mrow": cpu_s / rows * 1e6,
+        "cores_busy": cpu_s / seconds,
+        "thread_cpu_s_per_mrow": {group: spent / rows * 1e6 for group, spent in timer.threads[best].items()},
         "fit_call_s": fit_s,
         "epochs": args.fit_epochs,
         "loss": float(history.history["loss"][-1]),
@@ -442,6 +458,7 @@ def fit_worker(args) -> dict:
     }
     if args.approach.startswith("streamfeed"):
         result["input_wait_s"] = inputs[0].input_wait_seconds  # summed over all fit epochs
+        result["input_wait_share"] = timer.waits[best] / seconds  # of the reported epoch
     return result
 
 
@@ -724,6 +741,8 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
             "  backend and steps_per_execution; CPU s per M rows = process CPU time of that epoch (model +\n"
             "  input pipeline, all threads; on 2 shared cores the pipeline's CPU is taken from the model)."
         )
+        lines.append("")
+        lines.append(profile_table(fits, columns, names, present))
         for a in present:
             if not a.startswith("streamfeed"):
                 continue
@@ -765,6 +784,27 @@ def summarize(args, iteration, fits, fit_memory) -> tuple[str, dict]:
         rows.append([key, shown, target, "ok" if ok else "MISS"])
     lines.append(C.table(["ratio", "value", "target", ""], rows))
     return "\n".join(lines), ratios
+
+
+def profile_table(fits, columns, names, present) -> str:
+    """Where each fit cell's CPU went, by thread group (the same epoch as its rows/s): the profile of a miss."""
+    groups = [g for _, g in C.THREAD_GROUPS] + [C.NATIVE_GROUP, "other Python threads"]
+    found = {g for r in fits for g in r.get("thread_cpu_s_per_mrow", {})}
+    shown = [g for g in dict.fromkeys(groups) if g in found]
+    rows = []
+    for col, name in zip(columns, names):
+        for a in present:
+            r = _find(fits, backend=col[0], approach=a, spe=col[1])
+            if not r or "thread_cpu_s_per_mrow" not in r:
+                continue
+            wait = r.get("input_wait_share")
+            row = [f"{name} {FIT_APPROACHES[a]}", f"{r['cores_busy']:.2f}", "-" if wait is None else f"{wait:.1%}"]
+            rows.append(row + [f"{r['thread_cpu_s_per_mrow'].get(g, 0.0):.3f}" for g in shown])
+    text = C.table(["fit profile: CPU s per M rows by thread", "cores busy", "model waits"] + shown, rows)
+    return text + (
+        "\n  cores busy = the epoch's process CPU / its wall time (2 = both cores); model waits = the share of the"
+        "\n  epoch the model's thread (TF: TensorFlow's pull of a block) waited for streamfeed's next batch."
+    )
 
 
 def main(argv=None) -> int:
