@@ -150,3 +150,75 @@ def test_tensorflow_blocks_are_built_ahead_in_a_thread_that_an_abandoned_epoch_s
     del iterator
     keras_data.close()
     assert _feed_threads() == []
+
+
+def test_a_batch_that_fills_a_block_crosses_as_itself_not_a_stacked_copy():
+    """A 64-image batch (9.6 MB) is more than ``BLOCK_BYTES``: its block is one batch, handed over as it is.
+
+    Stacking it would copy 9.6 MB per batch for nothing (a block axis that
+    TensorFlow's ``flat_map`` slices off again).
+    """
+    batches = [({"image": np.full((64, 224, 224, 3), i, "uint8")}, np.full(64, i)) for i in range(3)]
+    size = feeds.block_batches(batches[0])
+    assert size == 1
+    feed = feeds.BlockFeed(iter(batches), size)
+    served = list(feed)
+    feed.close()
+    assert len(served) == len(batches)
+    for (x, y), (want_x, want_y) in zip(served, batches):
+        assert x["image"] is want_x["image"] and y is want_y  # the same arrays: no copy, no block axis
+    assert _feed_threads() == []
+
+
+def _jpeg_folders(root, per_class: tuple[int, ...]) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for label, count in enumerate(per_class):
+        (root / f"class_{label}").mkdir(parents=True)
+        for i in range(count):
+            pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / f"class_{label}" / f"{i:03d}.jpg", quality=90)
+
+
+def test_one_batch_blocks_serve_tensorflow_the_epoch_in_order_and_stop_their_feed(tmp_path):
+    """Batches above ``BLOCK_BYTES`` (8 images of 224x224x3 float32, 4.8 MB) reach TensorFlow one per element.
+
+    Same batches, same order and the short last batch as the pipeline's own
+    epoch; an epoch abandoned after one batch stops the feed thread and
+    resumes exactly after it.
+    """
+    _jpeg_folders(tmp_path / "images", (11, 9))
+    train = sf.read_images(tmp_path / "images", size=(224, 224)).shuffle(seed=2).batch(8)
+    with train.iter_epoch(0) as stream:
+        expected = list(stream)
+    keras_data = train.to_keras(features=["image"], label="label", inputs="dict")
+    keras_data.on_epoch_begin()
+    dataset = keras_data.get_tf_dataset()
+    assert feeds.block_batches(keras_data._peek(None)) == 1
+    assert dataset.element_spec[0]["image"].shape.as_list() == [None, 224, 224, 3]
+    served = [(np.asarray(x["image"]), np.asarray(y)) for x, y in dataset]
+    keras_data.on_epoch_end()
+    assert [len(x) for x, _ in served] == [len(batch["label"]) for batch in expected] == [8, 8, 4]
+    for (x, y), batch in zip(served, expected):
+        np.testing.assert_array_equal(x, batch["image"])
+        np.testing.assert_array_equal(y, batch["label"])
+    assert _feed_threads() == []
+
+    with train.iter_epoch(1) as stream:
+        second = list(stream)  # epoch 1: another seeded order
+    keras_data.on_epoch_begin()
+    iterator = iter(keras_data.get_tf_dataset())
+    first = np.asarray(next(iterator)[0]["image"])
+    state = keras_data.get_state(trained=1)
+    keras_data.on_epoch_end()  # abandoned after one batch
+    assert _feed_threads() == []
+    np.testing.assert_array_equal(first, second[0]["image"])
+    with train.iter_epoch(state=state) as stream:
+        rest = list(stream)
+    assert [len(batch["label"]) for batch in rest] == [8, 4]
+    for batch, want in zip(rest, second[1:]):
+        np.testing.assert_array_equal(batch["image"], want["image"])
+    del iterator
+    keras_data.close()
+    assert _feed_threads() == []

@@ -10,7 +10,11 @@ adapter for a ``PyDataset`` crosses once per batch; measured on this
 2-core machine (Dense(16)→Dense(1), batch 1024 × 32 float32, Adam, load ~2),
 in-memory NumPy ``fit`` ran 0.34 / 1.19 M rows/s at ``steps_per_execution``
 1 / 32, a ``PyDataset`` over the same memory 0.24 / 1.01, and 32-batch
-blocks 0.40 / 1.58 (``docs/performance.md``).
+blocks 0.40 / 1.58 (``docs/performance.md``). A batch of ``BLOCK_BYTES`` or
+more (64 images of 224x224x3 uint8: 9.6 MB) is a block of one: it crosses as
+it is, with no block axis to stack (a 9.6 MB copy) and ``flat_map`` away
+(with the model's step cut to nothing, 1.73 against 1.91 CPU ms per image of
+the streamfeed image benchmark, 878 against 743 images/s, 4 alternations).
 The dataset has no ``prefetch``: TensorFlow pulls a block only when a train
 step asks for its first batch, so each epoch's generator starts after
 Keras's ``on_epoch_begin`` — the order the adapter's epoch bookkeeping relies
@@ -95,6 +99,9 @@ FEED_DEPTH = 1
 class BlockFeed:
     """One epoch's blocks built in a background thread (``streamfeed-tf-feed``), ``FEED_DEPTH`` ahead.
 
+    With ``size`` 1 it serves the batches themselves, unstacked (what
+    :func:`tf_dataset` hands TensorFlow when one batch fills a block).
+
     The adapter stops it (:meth:`close`) before it touches its own epoch
     bookkeeping, so that batches are only ever served on one thread at a time.
     ``wait_seconds`` is how long TensorFlow waited for blocks: the model's
@@ -104,7 +111,8 @@ class BlockFeed:
 
     def __init__(self, batches: Iterator[Batch], size: int) -> None:
         def produce(stop: threading.Event) -> Iterator[Batch]:
-            return blocks(_until(stop, batches), size)
+            # A one-batch block is the batch itself: no stack copy, no block axis (see tf_dataset).
+            return _until(stop, batches) if size == 1 else blocks(_until(stop, batches), size)
 
         self._blocks = BackgroundIterator(produce, depth=FEED_DEPTH, name="streamfeed-tf-feed")
 
@@ -132,7 +140,8 @@ def tf_dataset(
     batches: Callable[[], Iterator[Batch]],
     track: Callable[[Callable[[], BlockFeed]], BlockFeed],
 ) -> Any:
-    """A ``tf.data.Dataset`` of the batches ``batches()`` serves, crossing in blocks.
+    """A ``tf.data.Dataset`` of the batches ``batches()`` serves, crossing in blocks (or one by one when a
+    batch fills a block).
 
     ``first`` (a batch of the data, not consumed) gives the structure and
     dtypes; every batch dimension is left unknown, so a short last batch fits.
@@ -142,12 +151,15 @@ def tf_dataset(
     """
     import tensorflow as tf
 
+    size = block_batches(first)
+    # One batch per block (batches of BLOCK_BYTES or more, e.g. 64 images of 224x224x3, 9.6 MB): the
+    # batches cross as they are, without np.stack's copy, the block axis and flat_map's slicing.
+    blocked = size > 1
+
     def spec(array: np.ndarray) -> Any:
         array = np.asarray(array)
         dtype = tf.string if array.dtype.kind in "OSU" else tf.as_dtype(array.dtype)
-        return tf.TensorSpec((None, None, *array.shape[1:]), dtype)
-
-    size = block_batches(first)
+        return tf.TensorSpec((None, None, *array.shape[1:]) if blocked else (None, *array.shape[1:]), dtype)
 
     def start() -> BlockFeed:
         return BlockFeed(batches(), size)
@@ -162,7 +174,7 @@ def tf_dataset(
     dataset = tf.data.Dataset.from_generator(generate, output_signature=_map(spec, first))
     options = tf.data.Options()
     options.experimental_optimization.inject_prefetch = False  # see the module docstring: pulled, never ahead
-    return dataset.flat_map(_slices).with_options(options)
+    return (dataset.flat_map(_slices) if blocked else dataset).with_options(options)
 
 
 def _slices(*block: Any) -> Any:
