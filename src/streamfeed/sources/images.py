@@ -82,6 +82,7 @@ from ._decode import (
     DecodeSpec,
     ImageDecodeError,
     ImageTooLargeError,
+    _simplejpeg,
     check_size,
     decode,
     image_byte_limit,
@@ -526,9 +527,10 @@ class ImageSource:
 
         files, classes, sizes = listing.files, listing.classes, listing.sizes
         if verify_headers:
-            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-                probe = functools.partial(_probe, spec=spec if decode else None)
-                problems = list(pool.map(probe, files))
+            with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-probe") as pool:
+                probe = functools.partial(_probe_files, spec=spec if decode else None)
+                parts = [files[start : start + _PROBE_FILES] for start in range(0, len(files), _PROBE_FILES)]
+                problems = [problem for part in pool.map(probe, parts) for problem in part]
             good = []
             for index, problem in enumerate(problems):
                 if problem is None:
@@ -627,6 +629,17 @@ class ImageSource:
         return self._fingerprint
 
 
+_PROBE_FILES = 64
+"""Files per header-probe task. Measured on 10 000 warm 256x256 JPEGs, 2 cores, 8 threads (Pillow headers):
+one task per file 2.0-2.4 s wall, 64 files per task 1.6-1.9 s (and 0.66 s with the JPEG header read below)."""
+_JPEG_HEAD_BYTES = 1 << 16
+_JPEG_MODES = {"Gray": "L", "RGB": "RGB", "YCbCr": "RGB", "CMYK": "CMYK", "YCCK": "CMYK"}  # as Pillow opens them
+
+
+def _probe_files(paths: list[str], spec: DecodeSpec | None) -> list[BaseException | None]:
+    return [_probe(path, spec) for path in paths]
+
+
 def _probe(path: str, spec: DecodeSpec | None) -> BaseException | None:
     """Opens one file's header; returns the problem, if any.
 
@@ -636,12 +649,57 @@ def _probe(path: str, spec: DecodeSpec | None) -> BaseException | None:
     try:
         if os.stat(path).st_size == 0:
             return ImageDecodeError("the file is empty (0 bytes)")
-        with open(path, "rb") as handle, open_header(handle) as image:
-            if spec is not None:
-                check_size(image, spec.max_image_bytes, spec.channels)
+        with open(path, "rb") as handle:
+            if _jpeg_header_fits(handle, spec):
+                return None
+            handle.seek(0)
+            with open_header(handle) as image:
+                if spec is not None:
+                    check_size(image, spec.max_image_bytes, spec.channels)
     except (ImageDecodeError, OSError) as exc:
         return exc
     return None
+
+
+@dataclass(frozen=True)
+class _JpegHeader:
+    """What :func:`check_size` reads of a Pillow image (size, mode, bands), from libjpeg-turbo's header read."""
+
+    size: tuple[int, int]
+    mode: str
+
+    def getbands(self) -> tuple[str, ...]:
+        return tuple(self.mode)
+
+
+def _jpeg_header_fits(handle: Any, spec: DecodeSpec | None) -> bool:
+    """Whether ``handle`` holds a JPEG whose header libjpeg-turbo reads (and, with ``spec``, within its bound).
+
+    Pillow parses a JPEG header in Python under the GIL (0.07 ms a file, and
+    threads wait on each other); simplejpeg's C header read takes 0.017 ms
+    (10 000 files, 2 cores, 8 threads: 0.66 s against 1.6-1.9 s, both 64 files
+    per task). ``False`` leaves the verdict to Pillow: not a JPEG, no simplejpeg,
+    or a header it cannot read in the first 64 KiB (its error message is
+    Pillow's). A file it reads but Pillow would not, or that fails past the
+    header, fails when it is decoded, as any corrupt JPEG body does.
+    Raises :class:`ImageTooLargeError` as the Pillow path does.
+    """
+    simplejpeg = _simplejpeg()
+    if simplejpeg is None:
+        return False
+    head = handle.read(_JPEG_HEAD_BYTES)
+    if not head.startswith(b"\xff\xd8\xff"):
+        return False
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(head)
+    except ValueError:
+        return False
+    mode = _JPEG_MODES.get(colorspace)
+    if mode is None:
+        return False
+    if spec is not None:
+        check_size(_JpegHeader((width, height), mode), spec.max_image_bytes, spec.channels)
+    return True
 
 
 def decode_spec(
