@@ -185,9 +185,10 @@ class ThreadCPU:
         """Samples every live thread; returns every thread seen so far (ended ones at their last value)."""
         import threading
 
-        names = {thread.native_id: thread.name for thread in threading.enumerate()}
+        tasks = os.listdir("/proc/self/task")
+        names = {thread.native_id: thread.name for thread in threading.enumerate()}  # listed after the tasks
         tick = os.sysconf("SC_CLK_TCK")
-        for task in os.listdir("/proc/self/task"):
+        for task in tasks:
             try:
                 with open(f"/proc/self/task/{task}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
@@ -196,8 +197,12 @@ class ThreadCPU:
             tid = int(task)
             seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
             known = self._last.get(tid)
-            # A thread id the kernel gave to a new thread starts again from less CPU: name it afresh.
-            group = known[0] if known is not None and seconds >= known[1] else _thread_group(names.get(tid))
+            # Named afresh: a thread seen before Python named it (still "native"), and a thread id the
+            # kernel gave to a new thread (which starts again from less CPU).
+            if known is not None and seconds >= known[1] and known[0] != NATIVE_GROUP:
+                group = known[0]
+            else:
+                group = _thread_group(names.get(tid))
             self._last[tid] = (group, seconds)
         return dict(self._last)
 

@@ -14,6 +14,14 @@ and that process's peak RSS), on the same generated JPEG class folders:
   beforehand (untimed) into NumPy arrays, as a loader that costs nothing
   would feed it.
 
+The clock of a ``fit`` cell starts after its imports (Keras, TensorFlow,
+streamfeed, Pillow), as in the CSV benchmark; iteration cells still count
+theirs. Each cell also reports the process's CPU per image and its split by thread
+group (the model's loop, TensorFlow's native pools, streamfeed's header
+probe, reads and feed): on 2 shared cores a loader's CPU is taken from the
+model, so the approach that costs less CPU per image wins when the cores
+are busy.
+
 Cases: 256x256 JPEGs -> 224x224 uint8 batches (default 10 000 images), and
 a 4x downscale, 1024x1024 -> 256x256 (iteration only). Targets: streamfeed
 fit >= 1.5x image_dataset_from_directory's, streamfeed iteration >= 0.9x
@@ -196,13 +204,44 @@ LABELS = {
 
 
 def worker(mode: str, approach: str, path: str, out: int) -> dict:
+    """One cell: images/s, the process's CPU per image and where it went (CPU s per thread group)."""
+    import threading
+    import time
+
     path_ = Path(path)
     C.warm_files(list_files(path_)[0])
     prepared = decoded_in_memory(path_, out) if approach == "memory" else None  # untimed
+    if mode == "fit":  # imports are not the loader's: TensorFlow's took ~5 s of each fit cell's clock before
+        import keras  # noqa: F401
+        import PIL.Image  # noqa: F401
+        import tensorflow  # noqa: F401
+
+        import streamfeed.keras  # noqa: F401
+        import streamfeed.readers  # noqa: F401
+    profile, stop = C.ThreadCPU(), threading.Event()
+
+    def sample() -> None:  # every 0.1 s: short-lived threads (the header probe's) keep their time
+        while not stop.wait(0.1):
+            profile.sample()
+
+    sampler = threading.Thread(target=sample, name="bench-sampler")
+    before, cpu = profile.sample(), time.process_time()
+    sampler.start()
     started = C.now()
     count = ITERATE[approach](path_, out) if mode == "iter" else fit(path_, out, approach, prepared)
     seconds = C.now() - started
-    return {"images": count, "seconds": seconds, "rate": count / seconds, "peak_rss": C.peak_rss()}
+    stop.set()
+    sampler.join()
+    cpu = time.process_time() - cpu
+    threads = {group: round(spent, 2) for group, spent in C.ThreadCPU.between(before, profile.sample()).items()}
+    return {
+        "images": count,
+        "seconds": seconds,
+        "rate": count / seconds,
+        "cpu_ms_per_image": 1e3 * cpu / count,
+        "threads": threads,
+        "peak_rss": C.peak_rss(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,7 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     rows.append(
                         f"  {mode:4s}  {LABELS[approach]:46s}  {result['rate']:9,.0f} img/s  "
+                        f"{result['cpu_ms_per_image']:5.2f} CPU ms/img  "
                         f"peak RSS {result['peak_rss'] / 2**20:7,.0f} MiB"
+                    )
+                    spent = sorted(result["threads"].items(), key=lambda item: -item[1])
+                    rows[-1] += "\n        CPU s: " + ", ".join(
+                        f"{group} {sec:.1f}" for group, sec in spent if sec >= 0.05
                     )
                 print(rows[-1], flush=True)
         get = lambda key, case=case: results.get(f"{case}/{key}", {}).get("rate")  # noqa: E731
