@@ -161,8 +161,10 @@ class CachedSource:
 
     @property
     def read_parallelism(self) -> int | None:
-        # The source's: the first epoch reads it (the layout, chosen once, serves every epoch).
-        return self.inner.read_parallelism
+        # No limit: the layout, chosen once, serves every epoch, and every epoch after the first reads
+        # parts (Parquet, Arrow IPC), whose decoding runs in parallel. A source that cannot read in
+        # parallel (HDF5: one lock) is decode-bound in its first epoch whatever the threads.
+        return None
 
     def fingerprint(self) -> Any:
         return self.inner.fingerprint()

@@ -53,3 +53,12 @@ def test_processes_and_other_formats_keep_the_general_default(tmp_path):
     numpy_ds = read_numpy(tmp_path / "x.npy")
     assert numpy_ds.source.read_parallelism is None
     assert numpy_ds.layout().read_threads == _default_threads()
+
+
+def test_a_cached_hdf5_source_reads_its_parts_in_parallel(tmp_path):
+    ds = read_hdf5(_file(tmp_path / "a.h5"), rows_per_fragment=128).cache(tmp_path / "cache").batch(100)
+    assert ds.source.read_parallelism is None
+    assert ds.layout().read_threads == _default_threads()
+    for epoch in range(2):  # the first epoch writes the parts, the second reads them
+        with ds.iter_epoch(epoch) as it:
+            assert sorted(np.concatenate([b["x"] for b in it]).tolist()) == list(range(ROWS))
