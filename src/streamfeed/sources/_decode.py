@@ -182,6 +182,43 @@ def open_header(data: bytes | Any):
         raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
 
 
+JPEG_HEAD_BYTES = 1 << 16
+"""Bytes of a file :func:`jpeg_header` is given: room for the EXIF and ICC segments before the frame header."""
+_JPEG_MODES = {"Gray": "L", "RGB": "RGB", "YCbCr": "RGB", "CMYK": "CMYK", "YCCK": "CMYK"}  # as Pillow opens them
+
+
+@dataclass(frozen=True)
+class JpegHeader:
+    """What :func:`check_size` reads of a Pillow image (size, mode, bands), from libjpeg-turbo's header read."""
+
+    size: tuple[int, int]
+    mode: str
+
+    def getbands(self) -> tuple[str, ...]:
+        return tuple(self.mode)
+
+
+def jpeg_header(head: bytes) -> JpegHeader | None:
+    """A JPEG's size and mode from libjpeg-turbo's header read of its first bytes, or None.
+
+    Pillow parses a JPEG header in Python under the GIL (0.07 ms a file);
+    simplejpeg's C read takes 0.017 ms. None leaves the verdict to Pillow
+    (:func:`open_header`): not a JPEG, no simplejpeg, a colour space Pillow
+    would name otherwise, or a header not within ``head``. A file it reads
+    but that fails past the header fails when it is decoded, as any corrupt
+    JPEG body does.
+    """
+    simplejpeg = _simplejpeg()
+    if simplejpeg is None or not head.startswith(b"\xff\xd8\xff"):
+        return None
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(head)
+    except ValueError:
+        return None
+    mode = _JPEG_MODES.get(colorspace)
+    return None if mode is None else JpegHeader((width, height), mode)
+
+
 def _unsupported(data: Any) -> str:
     """Why no accepted plugin opened ``data``, naming the format its signature shows, if any."""
     supported = ", ".join(FORMATS)
