@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_start = _uptime()
 
-    from streamfeed import cache_parts, caching
+    from streamfeed.cache import parts as cache_parts
+    from streamfeed.cache import store as caching
 
     if args.images:
         from streamfeed.readers import read_images

@@ -88,7 +88,7 @@ def list_files(path: Path) -> tuple[list[str], list[int]]:
 def iter_limit(path: Path, out: int) -> int:
     import concurrent.futures
 
-    from streamfeed.sources._decode import DecodeSpec, decode, resolve_decoder
+    from streamfeed.sources.images.decode import DecodeSpec, decode, resolve_decoder
 
     spec = DecodeSpec(out, out)
     decoder = resolve_decoder("auto")
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     big_count = max(100, count // 5)
     print("command:", C.command_line())
     print(f"cpus: {os.cpu_count()}  batch: {BATCH}  decoder: ", end="")
-    from streamfeed.sources._decode import resolve_decoder
+    from streamfeed.sources.images.decode import resolve_decoder
 
     print(resolve_decoder("auto"))
     cases = [

@@ -74,7 +74,7 @@ def run_s3(rows: int, repeats: int) -> dict[str, Any]:
     import pyarrow.fs as pafs
 
     import streamfeed as sf
-    from streamfeed.sources._storage import storage_counters
+    from streamfeed.files.storage import storage_counters
 
     seaweed, tcp_proxy = _load("_seaweed"), _load("_tcp_proxy")
     load_start = os.getloadavg()

@@ -181,7 +181,7 @@ def _streamfeed(path: str, parser: str | None):
             ds = read_tfrecord(path).batch(BATCH)
         else:  # a TFRecordSource option for tests and benchmarks that read_tfrecord does not pass on
             from streamfeed.pipeline import Dataset
-            from streamfeed.sources.tfrecord import TFRecordSource
+            from streamfeed.sources.tfrecord.source import TFRecordSource
 
             source = TFRecordSource(path, parser=parser)
             ds = Dataset(source, report=source.report).batch(BATCH)

@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamfeed import caching
-from streamfeed.caching import CachedSource, CacheWarning
+from streamfeed.cache import store as caching
+from streamfeed.cache.store import CachedSource, CacheWarning
 from streamfeed.errors import ManifestMismatchError
+from streamfeed.files.paths import MANIFEST_NAME
+from streamfeed.files.publish import verify_output
 from streamfeed.readers import read_csv
-from streamfeed.sources._paths import MANIFEST_NAME
-from streamfeed.writers.publish import verify_output
 
 ROWS = (300, 250, 320)
 FRAGMENT_BYTES = 2000  # several byte-range fragments per file, of uneven row counts

@@ -27,7 +27,7 @@ import traceback
 from typing import NoReturn, Sequence
 
 from .commands import bench, convert, demo, doctor, inspect, stats
-from .commands._failure import USAGE, error_message, exit_code
+from .commands.failure import USAGE, error_message, exit_code
 from .inspect.progress import quiet
 
 COMMANDS = [demo, convert, inspect, stats, bench, doctor]

@@ -35,7 +35,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Iterator, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -44,12 +44,12 @@ import pyarrow.parquet as pq
 
 from .core import Chunk, chunk_len, slice_chunk
 from .errors import SchemaError, describe
+from .files.arrow import chunk_to_table, is_temporal
+from .files.paths import MANIFEST_NAME
+from .files.publish import Publication
 from .inspect.progress import progress as progress_bar
-from .sources._arrow import ROW_SHAPE_METADATA, is_temporal, seconds_to_arrow
-from .sources._paths import MANIFEST_NAME
-from .sources.images import ImageSource
+from .sources.images.source import ImageSource
 from .sources.parquet import METADATA_VERSION, STREAMFEED_METADATA
-from .writers.publish import Publication
 
 if TYPE_CHECKING:
     from .pipeline import Dataset
@@ -59,32 +59,6 @@ DEFAULT_SHARD_ROWS = 1_000_000
 DEFAULT_ROW_GROUP_ROWS = 65_536
 ROW_GROUP_BYTES = 64 * 2**20  # wide rows (images) get fewer rows per group
 _PARQUET_SHARD = re.compile(r"part-\d{5}\.parquet")  # what an output without a manifest (older versions) holds
-
-
-def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
-    """A NumPy column as an Arrow array, and field metadata for n-D rows."""
-    if values.ndim == 1:
-        if values.dtype.kind == "O":
-            return pa.array(values.tolist()), {}
-        return pa.array(values), {}
-    row_shape = values.shape[1:]
-    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-    width = int(np.prod(row_shape))
-    return pa.FixedSizeListArray.from_arrays(flat, width), {ROW_SHAPE_METADATA: json.dumps(list(row_shape)).encode()}
-
-
-def chunk_to_table(chunk: Chunk, temporal: Mapping[str, pa.DataType] | None = None) -> pa.Table:
-    """``chunk`` as an Arrow table; the ``temporal`` columns (float64 seconds, as sources yield dates) as their type."""
-    arrays, fields = [], []
-    temporal = temporal or {}
-    for name, values in chunk.items():
-        if name in temporal and values.dtype.kind == "f":
-            array, metadata = seconds_to_arrow(values, temporal[name]), None
-        else:
-            array, metadata = column_to_arrow(values)
-        arrays.append(array)
-        fields.append(pa.field(name, array.type, metadata=metadata or None))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 @dataclass

@@ -27,10 +27,10 @@ from typing import Any, Sequence
 
 from .core import chunk_len
 from .errors import ArgumentError, describe
+from .files.storage import storage_counters
 from .inspect.progress import Advance
 from .inspect.progress import progress as progress_bar
 from .runtime.metrics import StageMetrics
-from .sources._storage import storage_counters
 
 logger = logging.getLogger("streamfeed")
 MODEL_BOUND_WAIT_SHARE = 0.2  # below this share of step time waiting, the model sets the pace

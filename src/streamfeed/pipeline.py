@@ -822,9 +822,9 @@ class Dataset:
         disk) caching stops with a warning and reading continues from the
         source. ``mode="auto"``: cache only if reading the source measured at
         least twice as slow per row as reading the cache. See
-        :mod:`streamfeed.caching`.
+        :mod:`streamfeed.cache.store`.
         """
-        from .caching import cache_source
+        from .cache.store import cache_source
 
         return self._with(source=cache_source(self.source, directory, max_bytes=max_bytes, mode=mode))  # type: ignore[arg-type]
 

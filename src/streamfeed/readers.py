@@ -17,28 +17,28 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 import pyarrow.fs as pafs
 
 from .errors import ArgumentError, ErrorPolicy, describe
+from .files.arrow import ColumnPolicy
+from .files.storage import open_storage
 from .pipeline import Dataset
-from .sources._arrow import ColumnPolicy
-from .sources._storage import open_storage
-from .sources.csv import CsvSource
-from .sources.hdf5 import HDF5Source
-from .sources.images import ImageSource, decode_spec
+from .sources.csv.source import CsvSource
+from .sources.hdf5.source import HDF5Source
+from .sources.images.source import ImageSource, decode_spec
 from .sources.numpy import NumpySource, numpy_columns
 from .sources.parquet import ParquetSource
 from .sources.ray import RaySource
-from .sources.tfrecord import TFRecordSource
+from .sources.tfrecord.source import TFRecordSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .core import NullPolicy
     from .errors import ErrorOptions
-    from .sources._csv_options import TypeSpec
-    from .sources._decode import Decoder, OutputDType, Resize
-    from .sources._paths import PathLike
-    from .sources.images import FollowLinks, Labels
+    from .files.paths import PathLike
+    from .sources.csv.options import TypeSpec
+    from .sources.images.decode import Decoder, OutputDType, Resize
+    from .sources.images.source import FollowLinks, Labels
     from .sources.numpy import Specs
-    from .sources.tfrecord import Compression
+    from .sources.tfrecord.source import Compression
 
 FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
 

@@ -23,7 +23,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.readers import read_csv
-from streamfeed.sources._csv_scan import Scanner, UnbalancedQuote, record_lines, scan_stream
+from streamfeed.sources.csv.scan import Scanner, UnbalancedQuote, record_lines, scan_stream
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.readers import read_csv
-from streamfeed.sources._csv_options import PARSE_BLOCK_BYTES
+from streamfeed.sources.csv.options import PARSE_BLOCK_BYTES
 
 MIB = 1 << 20
 LONG = 3 * PARSE_BLOCK_BYTES  # over two blocks: refused at any offset

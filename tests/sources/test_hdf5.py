@@ -17,7 +17,7 @@ import pytest
 
 from streamfeed.errors import CorruptFileError, SchemaError
 from streamfeed.readers import read_hdf5
-from streamfeed.sources.hdf5 import _pickled_names
+from streamfeed.sources.hdf5.source import _pickled_names
 
 
 def read_all(ds) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import pytest
 
 from streamfeed.errors import CorruptFileError
 from streamfeed.readers import read_hdf5
-from streamfeed.sources import hdf5
+from streamfeed.sources.hdf5 import source as hdf5
 
 ROWS = 256
 

@@ -362,7 +362,7 @@ def _declare_jpeg_size(data: bytes, width: int, height: int) -> bytes:
 @pytest.mark.parametrize("mode", ["L", "RGB", "CMYK"])
 def test_jpeg_probe_refuses_what_pillows_probe_refuses_with_the_same_words(tmp_path, mode):
     """The declared decoded size of a JPEG (grey, RGB, CMYK) is bounded exactly as through Pillow's header."""
-    from streamfeed.sources._decode import ImageTooLargeError, check_size
+    from streamfeed.sources.images.decode import ImageTooLargeError, check_size
 
     root = tmp_path / "data"
     path = save(root / "c" / "photo.jpg", Image.new(mode, (300, 200)), "JPEG")

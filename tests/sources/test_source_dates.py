@@ -12,7 +12,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.errors import DataError
-from streamfeed.sources._arrow import seconds_to_arrow, temporal_columns
+from streamfeed.files.arrow import seconds_to_arrow, temporal_columns
 
 UTC = dt.timezone.utc
 

@@ -24,7 +24,7 @@ import tensorflow as tf  # the reference writer and reader; CI installs it
 import streamfeed as sf  # noqa: E402
 from streamfeed.errors import CorruptFileError, DataError, ErrorBudgetExceeded, SchemaError  # noqa: E402
 from streamfeed.readers import read_tfrecord  # noqa: E402
-from streamfeed.sources import _tfrecord_format as fmt  # noqa: E402
+from streamfeed.sources.tfrecord import format as fmt  # noqa: E402
 from streamfeed.writers.tfrecord import write_tfrecord  # noqa: E402
 
 SPEC = {"x": ("float", (4,)), "label": ("int64", ()), "name": ("bytes", ())}

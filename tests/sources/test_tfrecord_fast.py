@@ -28,11 +28,10 @@ import tensorflow as tf  # the reference writer and parser; CI installs it
 from streamfeed.errors import CorruptFileError, DataError, ErrorPolicy
 from streamfeed.pipeline import Dataset
 from streamfeed.readers import read_tfrecord
-from streamfeed.sources import _tfrecord_fast as fast
-from streamfeed.sources import _tfrecord_format as fmt
-from streamfeed.sources import _tfrecord_framing as framing
-from streamfeed.sources import tfrecord as tfrecord_source
-from streamfeed.sources.tfrecord import TFRecordSource
+from streamfeed.sources.tfrecord import fast, framing
+from streamfeed.sources.tfrecord import format as fmt
+from streamfeed.sources.tfrecord import source as tfrecord_source
+from streamfeed.sources.tfrecord.source import TFRecordSource
 from streamfeed.writers.tfrecord import write_tfrecord
 
 

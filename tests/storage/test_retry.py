@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import streamfeed as sf
-from streamfeed.sources._retry import FIRST_PAUSE, MAX_PAUSE, is_transient, with_retries
+from streamfeed.files.retry import FIRST_PAUSE, MAX_PAUSE, is_transient, with_retries
 
 
 class FakeTime:

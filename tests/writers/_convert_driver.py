@@ -7,7 +7,7 @@ args: ``source`` (a Parquet file), ``destination``, ``to`` (``"parquet"`` or
 per-fragment ``map`` sleeps, so that a kill at a random time lands between
 shards and inside them, not only before or after the whole write) and
 ``die_at`` (``"before:NAME"`` or ``"after:NAME"``: the process kills itself
-with SIGKILL around a call of ``streamfeed.writers.publish.NAME``, a step of
+with SIGKILL around a call of ``streamfeed.files.publish.NAME``, a step of
 the publish sequence). Prints ``ready`` once the imports are done and the
 source is open, then converts and exits 0.
 """
@@ -22,7 +22,7 @@ import time
 
 
 def _die_around(step: str) -> None:
-    from streamfeed.writers import publish
+    from streamfeed.files import publish
 
     when, name = step.split(":", 1)
     original = getattr(publish, name)

@@ -187,7 +187,7 @@ def test_an_empty_existing_folder_is_filled(tmp_path):
 
 @pytest.mark.parametrize("to", ["parquet", "tfrecord"])
 def test_the_manifest_lists_every_shard_with_rows_bytes_and_sha256(tmp_path, to):
-    from streamfeed.writers.publish import verify_output
+    from streamfeed.files.publish import verify_output
 
     source = _source(tmp_path / "data.parquet", 1_000)
     _convert(source, tmp_path / "out", to)
@@ -285,7 +285,7 @@ def test_write_tfrecord_to_a_remote_filesystem_writes_a_manifest_the_reader_chec
 
 
 def test_overwrite_without_an_atomic_exchange_renames_the_old_output_aside_first(tmp_path, monkeypatch):
-    from streamfeed.writers import publish
+    from streamfeed.files import publish
 
     monkeypatch.setattr(publish, "_exchange", lambda first, second: False)  # not Linux, or a filesystem without it
     source = _source(tmp_path / "src" / "data.parquet", 900)

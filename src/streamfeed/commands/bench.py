@@ -10,7 +10,6 @@ from ..errors import describe
 from ..inspect.report import index_like
 from ..runtime.autotune import TuningReport
 from ._backend import load_keras
-from ._failure import usage
 from ._options import (
     DEFAULT_BATCH_SIZE,
     add_format,
@@ -20,6 +19,7 @@ from ._options import (
     names,
     open_dataset,
 )
+from .failure import usage
 
 
 def register(commands: argparse._SubParsersAction) -> None:

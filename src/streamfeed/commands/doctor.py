@@ -234,8 +234,8 @@ def _cache_finding(dataset: Any, source_format: str, seconds: float) -> Finding:
     often reads back faster from a part without dictionaries, but its reads
     rarely set the pace.
     """
-    from ..caching import AUTO_MIN_RATIO, cache_key, default_directory, probe_cache
-    from ..sources._paths import MANIFEST_NAME
+    from ..cache.store import AUTO_MIN_RATIO, cache_key, default_directory, probe_cache
+    from ..files.paths import MANIFEST_NAME
 
     sized = [fragment for fragment in dataset.source.fragments if fragment.num_rows > 0]
     if not sized:

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pyarrow.csv as pacsv
 
-from ..sources._csv_files import file_codec, head_bytes
-from ..sources.csv import DEFAULT_NULL_VALUES, CsvSource
+from ..sources.csv.files import file_codec, head_bytes
+from ..sources.csv.source import DEFAULT_NULL_VALUES, CsvSource
 from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
 

@@ -36,9 +36,9 @@ from typing import Any, Sequence, cast
 
 import numpy as np
 
-from ..sources._arrow import ColumnPolicy
-from ..sources._decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
+from ..files.arrow import ColumnPolicy
 from ..sources.detect import open_source
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
 from .images import image_folder
 from .order import spearman_with_order
 from .report import InspectReport

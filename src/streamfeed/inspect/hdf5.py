@@ -20,9 +20,9 @@ import os
 import numpy as np
 
 from ..errors import require
+from ..files.paths import resolve_files
 from ..memory import DEFAULT_MEMORY_LIMIT
-from ..sources._paths import resolve_files
-from ..sources.hdf5 import outside_data
+from ..sources.hdf5.source import outside_data
 from .numpy import SCAN_BYTES
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 

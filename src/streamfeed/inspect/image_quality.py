@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import require
-from ..sources._decode import DEFAULT_MAX_IMAGE_BYTES, check_size
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, check_size
 from .progress import progress
 from .report import QualityReport
 

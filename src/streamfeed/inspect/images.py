@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import require
 from ..memory import DEFAULT_MEMORY_LIMIT
-from ..sources._decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
-from ..sources.images import list_images
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
+from ..sources.images.source import list_images
 from .progress import progress
 from .report import Column, InspectReport, add_files, warn_rare_classes
 

@@ -22,9 +22,9 @@ from typing import BinaryIO, Iterable, Iterator
 import numpy as np
 
 from ..errors import CorruptFileError, SchemaError, describe
+from ..files import inflate as _inflate
+from ..files.paths import resolve_files
 from ..memory import DEFAULT_MEMORY_LIMIT
-from ..sources import _inflate
-from ..sources._paths import resolve_files
 from ..sources.numpy import MAX_WHOLE_MEMBER_BYTES, npy_header
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import SchemaError
+from ..files.paths import resolve_files
 from ..memory import DEFAULT_MEMORY_LIMIT, plan_layout
-from ..sources._paths import resolve_files
 from ..sources.parquet import agreed_meaning, partition_values
 from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index

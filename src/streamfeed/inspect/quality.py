@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorPolicy
+from ..files.arrow import ColumnPolicy, temporal_columns
 from ..pipeline import Dataset
-from ..sources._arrow import ColumnPolicy, temporal_columns
 from ..sources.detect import detect_format, open_source
-from ..sources.images import ImageSource
+from ..sources.images.source import ImageSource
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
 from .image_quality import image_quality

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..core import Chunk, Fragment, chunk_len, slice_chunk
 from ..errors import BadInputReport, require
+from ..files.arrow import datetime64_seconds
 from ..runtime.reader import in_order, read_fragment
-from ..sources._arrow import datetime64_seconds
 from ..stats.moments import Moments, merge_max, merge_min, min_max
 from ..stats.vocabulary import count_values
 from .hashing import row_hash

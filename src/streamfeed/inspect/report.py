@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import SchemaError, describe
-from ..sources._arrow import ColumnPolicy, Where, column_to_numpy
+from ..files.arrow import ColumnPolicy, Where, column_to_numpy
 
 TINY_FILE_BYTES = 1 << 20  # files smaller than this cost more in opening than in reading
 TINY_FILE_COUNT = 100  # ... and this many of them is worth a warning

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ErrorPolicy
-from ..sources.tfrecord import TFRecordSource
+from ..sources.tfrecord.source import TFRecordSource
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
 

@@ -55,7 +55,7 @@ from ..errors import (
     SkippedUnit,
     describe,
 )
-from ._paths import file_digest, file_stats
+from ..files.paths import file_digest, file_stats
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20

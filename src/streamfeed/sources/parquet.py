@@ -34,11 +34,11 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
-from ._arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
-from ._labels import LABEL_EXPECTED, class_names, is_label, write_label_map
-from ._paths import PathLike, file_digest, file_stats, resolve_files
-from ._schema import unify
-from ._storage import is_remote
+from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
+from ..files.paths import PathLike, file_digest, file_stats, resolve_files
+from ..files.schema import unify
+from ..files.storage import is_remote
+from .labels import LABEL_EXPECTED, class_names, is_label, write_label_map
 
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, StorageError, describe, require
-from ._arrow import ROW_SHAPE_METADATA, ColumnPolicy, Where, table_to_chunk
+from ..files.arrow import ROW_SHAPE_METADATA, ColumnPolicy, Where, table_to_chunk
 
 
 @dataclass(frozen=True)

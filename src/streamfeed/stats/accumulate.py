@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..sources._arrow import datetime64_seconds
+from ..files.arrow import datetime64_seconds
 from .moments import Moments, merge_max, merge_min, min_max
 from .sketches import (
     QUANTILE_SAMPLE,

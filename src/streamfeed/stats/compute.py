@@ -37,9 +37,9 @@ import numpy as np
 
 from ..core import chunk_len
 from ..errors import ArgumentError, UnknownNameError, describe
+from ..files.arrow import temporal_columns
 from ..memory import decode_bytes_limit
 from ..runtime.reader import in_order, read_fragment
-from ..sources._arrow import temporal_columns
 from .accumulate import (
     DISTINCT_MODES,
     QUANTILE_METHODS,

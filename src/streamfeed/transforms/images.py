@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import DataError, describe
-from ..sources._decode import (
+from ..sources.images.decode import (
     Decoder,
     DecodeSpec,
     ImageDecodeError,
@@ -28,7 +28,7 @@ from ..sources._decode import (
     image_byte_limit,
     resolve_decoder,
 )
-from ..sources.images import too_large
+from ..sources.images.source import too_large
 
 
 def decode_images(

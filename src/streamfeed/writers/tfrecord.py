@@ -27,9 +27,9 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk, chunk_len
 from ..errors import ArgumentError, SchemaError, describe
-from ..sources import _tfrecord_format as fmt
-from ..sources._paths import _filesystem_for
-from .publish import Publication
+from ..files.paths import filesystem_for
+from ..files.publish import Publication
+from ..sources.tfrecord import format as fmt
 
 _SUFFIX = re.compile(r"\.(tfrecords?|tfrec)(\.gz)?$", re.IGNORECASE)
 
@@ -160,7 +160,7 @@ def write_tfrecord(
         raise ArgumentError(describe("Invalid shard_rows", expected=">= 1", found=f"{shard_rows}"))
     if compression not in (None, "GZIP"):
         raise ArgumentError(describe("Invalid compression", expected="None or 'GZIP'", found=f"{compression!r}"))
-    fs, prefix = _filesystem_for(os.fspath(path_pattern), filesystem)
+    fs, prefix = filesystem_for(os.fspath(path_pattern), filesystem)
     prefix = _SUFFIX.sub("", prefix)
     directory, name = prefix.rsplit("/", 1) if "/" in prefix else (".", prefix)
     extension = ".tfrecord" + (".gz" if compression == "GZIP" else "")

@@ -61,8 +61,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ArgumentError, describe, require
-from ..memory import DECODE_SHARE, DEFAULT_MEMORY_LIMIT, decode_bound
+from ...errors import ArgumentError, describe, require
+from ...memory import DECODE_SHARE, DEFAULT_MEMORY_LIMIT, decode_bound
 
 Resize = Literal["stretch", "crop", "pad"]
 Decoder = Literal["auto", "pillow", "simplejpeg"]

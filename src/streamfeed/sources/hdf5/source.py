@@ -66,8 +66,8 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
-from ..core import Chunk
-from ..errors import (
+from ...core import Chunk
+from ...errors import (
     ArgumentError,
     BadInputReport,
     CorruptFileError,
@@ -76,7 +76,7 @@ from ..errors import (
     describe,
     require,
 )
-from ._paths import PathLike, file_digest, file_stats, resolve_files
+from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 """Default fragment size: a few MiB keeps per-fragment overhead negligible

@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import CorruptFileError, DataError, describe
-from . import _inflate
-from ._csv_scan import Split, UnbalancedQuote
+from ...errors import CorruptFileError, DataError, describe
+from ...files import inflate as _inflate
+from .scan import Split, UnbalancedQuote
 
 HEAD_BYTES = 1 << 20  # read from every file for its header, delimiter and column types
 COMPRESSION = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}

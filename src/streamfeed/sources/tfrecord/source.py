@@ -56,8 +56,8 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pyarrow.fs as pafs
 
-from ..core import Chunk
-from ..errors import (
+from ...core import Chunk
+from ...errors import (
     ArgumentError,
     BadInputReport,
     CorruptFileError,
@@ -67,11 +67,10 @@ from ..errors import (
     SkippedUnit,
     describe,
 )
-from . import _inflate
-from . import _tfrecord_fast as fast
-from . import _tfrecord_format as fmt
-from . import _tfrecord_framing as framing
-from ._paths import PathLike, file_digest, file_stats, resolve_files
+from ...files import inflate as _inflate
+from ...files.paths import PathLike, file_digest, file_stats, resolve_files
+from . import fast, framing
+from . import format as fmt
 
 Compression = Literal["GZIP"] | None
 Parser = Literal["layout", "general"]
@@ -279,7 +278,7 @@ def _decode_image(data: bytes, target: tuple[int, ...] | None) -> np.ndarray:
     rules); without one, Pillow at the stored size as RGB, after the same
     check of the header's declared size (a bomb is a bad record, not an allocation).
     """
-    from . import _decode
+    from ..images import decode as _decode
 
     if target is not None:
         spec = _decode.DecodeSpec(*target[:3])  # type: ignore[arg-type]  # (height, width[, channels]): ints only

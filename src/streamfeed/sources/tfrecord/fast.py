@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import _tfrecord_format as fmt
+from . import format as fmt
 
 MIN_GROUP = 64  # records of one length worth learning a layout for (a layout costs ~0.2 ms); fewer: general parser
 MIN_SHARE = 0.25  # share of a fragment's records in such groups below which all go to the general parser

@@ -15,14 +15,7 @@ import re
 import sys
 from typing import Collection
 
-from ..errors import (
-    ArgumentError,
-    NotFoundError,
-    OutputExistsError,
-    StreamfeedError,
-    UnknownNameError,
-    describe,
-)
+from ..errors import ArgumentError, NotFoundError, OutputExistsError, StreamfeedError, UnknownNameError, describe
 
 USAGE, DATA = 2, 1
 _USAGE_ERRORS = (

@@ -47,17 +47,11 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import (
-    ArgumentError,
-    BadInputReport,
-    CorruptFileError,
-    DataError,
-    SchemaError,
-    describe,
-)
-from . import _inflate
-from ._arrow import DEFAULT_POLICY, ColumnPolicy
-from ._csv_files import (
+from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, SchemaError, describe
+from ...files import inflate as _inflate
+from ...files.arrow import DEFAULT_POLICY, ColumnPolicy
+from ...files.paths import PathLike, file_digest, file_stats, resolve_files
+from .files import (
     _BOM,
     _CACHE_VERSION,
     COMPRESSION,
@@ -71,9 +65,9 @@ from ._csv_files import (
     _whole,
     file_codec,
     head_bytes,
-)  # fmt: skip
-from ._csv_fragment import CsvFragment, ParseHints
-from ._csv_options import (
+)
+from .fragment import CsvFragment, ParseHints
+from .options import (
     DEFAULT_NULL_VALUES,
     SNIFF_DELIMITERS,
     TypeSpec,
@@ -89,9 +83,8 @@ from ._csv_options import (
     first_bad_encoding,
     sniff_decimal,
     sniff_delimiter,
-)  # fmt: skip
-from ._csv_scan import Scanner, Split, UnbalancedQuote, scan_stream
-from ._paths import PathLike, file_digest, file_stats, resolve_files
+)
+from .scan import Scanner, Split, UnbalancedQuote, scan_stream
 
 # the public names this module has always offered, now partly defined beside it
 __all__ = [

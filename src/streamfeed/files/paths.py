@@ -52,7 +52,7 @@ def _is_hidden(path: str) -> bool:
     return name.startswith((".", "_"))
 
 
-def _filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
+def filesystem_for(path: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
     if filesystem is not None:
         return filesystem, path
     if "://" in path:
@@ -113,7 +113,7 @@ def resolve_files(
     fs: pafs.FileSystem | None = filesystem
     roots: list[str] = []
     for item in items:
-        item_fs, path = _filesystem_for(os.fspath(item), filesystem)
+        item_fs, path = filesystem_for(os.fspath(item), filesystem)
         fs = fs or item_fs
         try:
             matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
@@ -333,7 +333,7 @@ def check_manifests(fs: pafs.FileSystem, root: str, entries: Sequence[pafs.FileI
     another write among the shards, raises :class:`ManifestMismatchError`
     naming the file. Names and sizes only, from the listing the reader
     makes anyway: checksums would read every byte at every open, which is
-    the cost of a full pass (``streamfeed.writers.publish.verify_output``
+    the cost of a full pass (``streamfeed.files.publish.verify_output``
     does that on demand).
     """
     sizes = {entry.path: entry.size for entry in entries if entry.type == pafs.FileType.File}

@@ -30,13 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..core import Chunk
-from ..errors import CorruptFileError, DataError, SkippedUnit, describe
-from . import _inflate
-from ._arrow import Where, table_to_chunk
-from ._csv_files import _open_stream
-from ._csv_options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
-from ._csv_scan import LongRecord, long_records, record_lines
+from ...core import Chunk
+from ...errors import CorruptFileError, DataError, SkippedUnit, describe
+from ...files import inflate as _inflate
+from ...files.arrow import Where, table_to_chunk
+from .files import _open_stream
+from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
+from .scan import LongRecord, long_records, record_lines
 
 
 def _no_line(index: int) -> int | str:

@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import ArgumentError, describe, require
-from ._range_cache import RangeCache
-from ._retry import with_retries
+from .range_cache import RangeCache
+from .retry import with_retries
 
 STORAGE_KEYS = {
     "endpoint_url": "the storage's URL, e.g. 'http://127.0.0.1:8333' (default: the provider's, or AWS_ENDPOINT_URL)",

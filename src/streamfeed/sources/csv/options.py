@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
-from ..errors import ArgumentError, BadInputReport, DataError, SchemaError, describe
-from ._arrow import ColumnPolicy
-from ._csv_files import _BOM, HEAD_BYTES, _corrupt, _FileInfo
-from ._csv_scan import Scanner
+from ...errors import ArgumentError, BadInputReport, DataError, SchemaError, describe
+from ...files.arrow import ColumnPolicy
+from .files import _BOM, HEAD_BYTES, _corrupt, _FileInfo
+from .scan import Scanner
 
 DEFAULT_NULL_VALUES: tuple[str, ...] = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",

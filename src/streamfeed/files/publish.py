@@ -55,14 +55,7 @@ import pyarrow.fs as pafs
 import xxhash
 
 from ..errors import CorruptFileError, ManifestMismatchError, OutputExistsError, PublishError, describe
-from ..sources._paths import (
-    DIGEST_NAMES,
-    MANIFEST_FORMAT,
-    MANIFEST_NAME,
-    MANIFEST_VERSION,
-    check_manifests,
-    load_manifest,
-)
+from .paths import DIGEST_NAMES, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, check_manifests, load_manifest
 
 _TEMPORARY = re.compile(r"\.(?P<name>.+)\.streamfeed-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}")
 _BLOCK = 4 * 2**20
@@ -150,7 +143,7 @@ class Publication:
         """Seals the shards, writes the manifest last and publishes the directory; returns the manifest."""
         files = []
         for name, rows in self.shards:
-            size, digest = _seal(self.fs, self.path(name), sync=self.local)
+            size, digest = seal_file(self.fs, self.path(name), sync=self.local)
             files.append({"path": name, "rows": rows, "bytes": size, "sha256": digest})
         manifest = {
             "format": MANIFEST_FORMAT,
@@ -161,7 +154,7 @@ class Publication:
         }
         if self.local:
             write_manifest(self.fs, self.staging, manifest)
-            _sync_directory(self.staging)
+            sync_directory(self.staging)
             self._publish_local()
         else:
             self._publish_remote(manifest)
@@ -237,7 +230,7 @@ class Publication:
                     _rename(old, self.destination)  # put the old output back rather than leave none
                     raise
             _remove_tree(self.fs, old)
-        _sync_directory(self.parent)
+        sync_directory(self.parent)
 
     def _publish_remote(self, manifest: dict) -> None:
         replace = self._check_destination()
@@ -283,7 +276,7 @@ def verify_output(directory: str | os.PathLike, filesystem: pafs.FileSystem | No
     for entry in manifest["files"]:
         path = f"{root}/{entry['path']}"
         algorithm = next(name for name in DIGEST_NAMES if name in entry)  # load_manifest checked one is
-        _, digest = _seal(fs, path, sync=False, algorithm=algorithm)
+        _, digest = seal_file(fs, path, sync=False, algorithm=algorithm)
         if digest != entry[algorithm]:
             raise ManifestMismatchError(
                 describe(
@@ -297,7 +290,7 @@ def verify_output(directory: str | os.PathLike, filesystem: pafs.FileSystem | No
     return manifest
 
 
-def _seal(fs: pafs.FileSystem, path: str, *, sync: bool, algorithm: str = "sha256") -> tuple[int, str]:
+def seal_file(fs: pafs.FileSystem, path: str, *, sync: bool, algorithm: str = "sha256") -> tuple[int, str]:
     """The size and checksum (:data:`DIGESTS`) of a written file, read back from the page cache; fsynced if ``sync``."""
     digest, size = DIGESTS[algorithm](), 0
     if isinstance(fs, pafs.LocalFileSystem):
@@ -362,7 +355,7 @@ def _remove_tree(fs: pafs.FileSystem, path: str) -> None:
         fs.delete_dir(path)
 
 
-def _sync_directory(path: str) -> None:
+def sync_directory(path: str) -> None:
     """Makes a directory's entries (new files, a rename) durable; a no-op where directories cannot be opened."""
     try:
         descriptor = os.open(path, os.O_RDONLY)

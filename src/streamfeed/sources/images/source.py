@@ -67,17 +67,11 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
-from ..core import Chunk
-from ..errors import (
-    ArgumentError,
-    BadInputReport,
-    CorruptFileError,
-    NotFoundError,
-    SchemaError,
-    SkippedUnit,
-    describe,
-)
-from ._decode import (
+from ...core import Chunk
+from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, SkippedUnit, describe
+from ...files.paths import file_digest, file_stats
+from ..labels import LABEL_EXPECTED, class_names, is_label, write_label_map
+from .decode import (
     IMAGE_SUFFIXES,
     JPEG_HEAD_BYTES,
     DecodeSpec,
@@ -90,8 +84,6 @@ from ._decode import (
     open_header,
     resolve_decoder,
 )
-from ._labels import LABEL_EXPECTED, class_names, is_label, write_label_map
-from ._paths import file_digest, file_stats
 
 Labels = Literal["inferred"]
 _FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"

@@ -27,17 +27,17 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError, describe
-from ._tfrecord_framing import CRC32C_BACKEND as CRC32C_BACKEND
-from ._tfrecord_framing import FOOTER_BYTES as FOOTER_BYTES
-from ._tfrecord_framing import HEADER_BYTES as HEADER_BYTES
-from ._tfrecord_framing import FramingProblem as FramingProblem
-from ._tfrecord_framing import crc32c as crc32c
-from ._tfrecord_framing import crc32c_python as crc32c_python
-from ._tfrecord_framing import frame as frame
-from ._tfrecord_framing import masked_crc as masked_crc
-from ._tfrecord_framing import read_header as read_header
-from ._tfrecord_framing import split_records as split_records
+from ...errors import ArgumentError, describe
+from .framing import CRC32C_BACKEND as CRC32C_BACKEND
+from .framing import FOOTER_BYTES as FOOTER_BYTES
+from .framing import HEADER_BYTES as HEADER_BYTES
+from .framing import FramingProblem as FramingProblem
+from .framing import crc32c as crc32c
+from .framing import crc32c_python as crc32c_python
+from .framing import frame as frame
+from .framing import masked_crc as masked_crc
+from .framing import read_header as read_header
+from .framing import split_records as split_records
 
 PAD_BYTES = 16  # zero bytes after a buffer so vectorized varint reads never index past it
 

@@ -358,3 +358,30 @@ def _with_row_shape(values: np.ndarray, field: pa.Field) -> np.ndarray:
     if shape is None:
         return values
     return values.reshape(len(values), *json.loads(shape))
+
+
+# ------------------------------------------------------------------ Chunk -> Arrow
+def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
+    """A NumPy column as an Arrow array, and field metadata for n-D rows."""
+    if values.ndim == 1:
+        if values.dtype.kind == "O":
+            return pa.array(values.tolist()), {}
+        return pa.array(values), {}
+    row_shape = values.shape[1:]
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+    width = int(np.prod(row_shape))
+    return pa.FixedSizeListArray.from_arrays(flat, width), {ROW_SHAPE_METADATA: json.dumps(list(row_shape)).encode()}
+
+
+def chunk_to_table(chunk: Chunk, temporal: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+    """``chunk`` as an Arrow table; the ``temporal`` columns (float64 seconds, as sources yield dates) as their type."""
+    arrays, fields = [], []
+    temporal = temporal or {}
+    for name, values in chunk.items():
+        if name in temporal and values.dtype.kind == "f":
+            array, metadata = seconds_to_arrow(values, temporal[name]), None
+        else:
+            array, metadata = column_to_arrow(values)
+        arrays.append(array)
+        fields.append(pa.field(name, array.type, metadata=metadata or None))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -20,11 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .convert import column_to_arrow
-from .core import Chunk
-from .errors import CorruptFileError, describe
-from .sources._arrow import ColumnPolicy, Where, table_to_chunk
-from .writers.publish import DIGESTS
+from ..core import Chunk
+from ..errors import CorruptFileError, describe
+from ..files.arrow import ColumnPolicy, Where, column_to_arrow, table_to_chunk
+from ..files.publish import DIGESTS
 
 PART_COMPRESSION = "none"  # see docs/self-healing.md: snappy cost write CPU for no size gain on floats
 PART_DIGEST = "xxh3_128"  # of each part's whole file (writers.publish.DIGESTS): see write_part

@@ -59,11 +59,11 @@ from typing import Any, Literal, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .cache_parts import PART_DIGEST, part_format, read_part, write_part
-from .core import Chunk, Fragment, Source, chunk_len
-from .errors import ArgumentError, CorruptFileError, describe
-from .sources._paths import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest
-from .writers.publish import _seal, _sync_directory, write_manifest
+from ..core import Chunk, Fragment, Source, chunk_len
+from ..errors import ArgumentError, CorruptFileError, describe
+from ..files.paths import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest
+from ..files.publish import seal_file, sync_directory, write_manifest
+from .parts import PART_DIGEST, part_format, read_part, write_part
 
 logger = logging.getLogger("streamfeed")
 
@@ -477,7 +477,7 @@ class FragmentStore:
         try:
             if os.path.getsize(path) != entry["bytes"]:
                 return False
-            size, digest = _seal(pafs.LocalFileSystem(), path, sync=False, algorithm=PART_DIGEST)
+            size, digest = seal_file(pafs.LocalFileSystem(), path, sync=False, algorithm=PART_DIGEST)
         except (OSError, KeyError):
             return False
         return digest == entry.get(PART_DIGEST) and (not self.exact or entry.get("rows") == fragment.num_rows)
@@ -513,14 +513,14 @@ class FragmentStore:
             }
             _remove(os.path.join(staging, _JOURNAL))
             write_manifest(pafs.LocalFileSystem(), staging, manifest)
-            _sync_directory(staging)
+            sync_directory(staging)
             try:
                 os.rename(staging, self.published)
             except OSError:
                 if not os.path.isfile(os.path.join(self.published, MANIFEST_NAME)):
                     raise
                 shutil.rmtree(staging, ignore_errors=True)  # another run published the same key first
-            _sync_directory(self.root)
+            sync_directory(self.root)
         except OSError as exc:
             self._disable(f"publishing the cache failed: {exc}")
             shutil.rmtree(staging, ignore_errors=True)
