@@ -29,9 +29,14 @@ whole limit while a 10 000 x 10 000 RGB scan fits the default 512 MiB.
 """
 
 
+def resolve_memory_limit(memory_limit: int | None) -> int:
+    """The limit in force: ``memory_limit``, or :data:`DEFAULT_MEMORY_LIMIT` when None (the one place that says so)."""
+    return DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)
+
+
 def decode_bytes_limit(memory_limit: int | None) -> int:
     """The most one item may decode to under ``memory_limit`` (the default if None)."""
-    return (DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)) // DECODE_SHARE
+    return resolve_memory_limit(memory_limit) // DECODE_SHARE
 
 
 _DECODE_BOUND: contextvars.ContextVar[int | None] = contextvars.ContextVar("streamfeed_decode_bound", default=None)
@@ -129,7 +134,7 @@ def plan_layout(
     too (read, and converted once): a single huge fragment, such as a bz2
     CSV that cannot be split, is refused here rather than exhausting memory.
     """
-    limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
+    limit = resolve_memory_limit(memory_limit)
     largest = max(fragment_rows, largest_fragment_rows or 0.0)
     if 2 * row_bytes * largest > limit:
         raise MemoryLimitError(
