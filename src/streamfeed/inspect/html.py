@@ -11,8 +11,9 @@ brightest and blurriest images, the duplicate groups, and the brightness
 and blur distributions; then the file and image sizes and every fact of
 the report in tables.
 
-Self-contained: charts are inline SVG and thumbnails inline base64 JPEG
-(:mod:`.figures` computes both from a bounded sample); no script, font,
+Self-contained: charts are inline SVG (drawn by :mod:`.svg`) and thumbnails
+inline base64 JPEG (:mod:`.figures` computes both from a bounded sample);
+this module only lays out the sections around them. No script, font,
 style sheet or image is fetched, so the page opens anywhere (attach it to
 a ticket). Every name from the data is escaped, control characters shown
 as ``\\xNN``.
@@ -20,7 +21,6 @@ as ``\\xNN``.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -28,14 +28,24 @@ from typing import Any, Sequence
 
 from .figures import ColumnFigure, Figures, Thumb, compute_figures
 from .report import InspectReport, human_size
+from .svg import (
+    BLUE,
+    ORANGE,
+    ORDER_THRESHOLD,
+    PURPLE,
+    RED,
+    bar_chart,
+    binned,
+    clip,
+    histogram_svg,
+    missing_svg,
+    null_strip,
+    order_svg,
+    rho_svg,
+)
+from .svg import escape as _e  # short: every f-string below escapes its data through it
 
-BLUE, ORANGE, RED, PURPLE, NAVY, BAND, GREY = (
-    "#4a7ebb", "#e8a33d", "#d9534f", "#8e5cc4", "#1d4f91", "#c9dbf2", "#98a2b3",
-)  # fmt: skip
-ORDER_THRESHOLD = 0.3  # as the quality report flags a column (|rho| with the row number)
-_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
-
-_STYLE = """
+STYLE = """
 :root{--fg:#1d2330;--muted:#5d6778;--line:#e1e5ec;--bg:#f5f6f8}
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);
@@ -90,18 +100,8 @@ summary{cursor:pointer;color:#344054;font-weight:600}
 
 
 # ------------------------------------------------------------------------------------------------ text
-def _e(value: Any) -> str:
-    """Text from the data, escaped for HTML, control characters (escape sequences) shown as ``\\xNN``."""
-    return html.escape(str(value).translate(_CONTROLS))
-
-
 def _short(value: Any, width: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clip(value if isinstance(value, str) else json.dumps(value, default=str), width)
 
 
 def _count(number: int, noun: str) -> str:
@@ -116,202 +116,11 @@ def _float(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None) -> str:
+def html_table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None) -> str:
+    """A ``<table>`` of ``rows`` (each cell escaped, long values cut), with ``header`` as its first row."""
     head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if header else ""
     body = "".join("<tr>" + "".join(f"<td>{_e(_short(cell))}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table>{head}{body}</table>"
-
-
-def _svg(kind: str, width: int, height: int, body: str, label: str = "") -> str:
-    data = f' data-for="{_e(label)}"' if label else ""
-    return (
-        f'<svg class="{kind}"{data} viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="{_e(kind)} {_e(label)}">{body}</svg>'
-    )
-
-
-# ------------------------------------------------------------------------------------------------ charts
-def bar_chart(
-    title: str,
-    labels: Sequence[str],
-    counts: Sequence[float],
-    *,
-    kind: str = "bars",
-    width: int = 350,
-    color: str = BLUE,
-    total: float | None = None,
-    name: str = "",
-) -> str:
-    """Horizontal bars as an SVG element, one per label (the count, and its share of ``total`` when given).
-
-    ``kind`` is the SVG's class, ``name`` (or the title) its ``data-for``: what the bars are of.
-    """
-    if not counts:
-        return ""
-    top = max(max(counts), 1)
-    label_width, row = 120, 18
-    room = width - label_width - 82
-    bars = []
-    for index, (label, count) in enumerate(zip(labels, counts)):
-        y = 4 + row * index
-        length = max(1.0, room * count / top) if count else 0.0
-        share = f" ({count / total:.0%})" if total else ""
-        text = str(label)
-        bars.append(
-            f"<g><title>{_e(text)}: {count:,.0f}{share}</title>"
-            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(text, 18))}</text>'
-            f'<rect x="{label_width}" y="{y}" width="{length:.1f}" height="{row - 5}" rx="2" fill="{color}"/>'
-            f'<text x="{label_width + length + 4:.1f}" y="{y + 11}">{count:,.0f}{share}</text></g>'
-        )
-    chart = _svg(kind, width, 8 + row * len(counts), "".join(bars), name or title)
-    return (f"<h3>{_e(title)}</h3>" if title else "") + chart
-
-
-def histogram_svg(figure: ColumnFigure, *, width: int = 350, height: int = 118, color: str = BLUE) -> str:
-    """Vertical bins of a column (``figure.counts`` over ``figure.edges``), min, middle and max edge below."""
-    if not figure.counts:
-        return ""
-    left, bottom, top_pad = 34, 18, 6
-    plot_w, plot_h = width - left - 4, height - bottom - top_pad
-    peak = max(max(figure.counts), 1)
-    step = plot_w / len(figure.counts)
-    parts = [
-        f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - 4}" y2="{top_pad + plot_h}" stroke="#98a2b3"/>',
-        f'<text class="axis" x="{left - 4}" y="{top_pad + 8}" text-anchor="end">{peak:,}</text>',
-        f'<text class="axis" x="{left - 4}" y="{top_pad + plot_h}" text-anchor="end">0</text>',
-    ]
-    for index, count in enumerate(figure.counts):
-        bar = plot_h * count / peak
-        low, high = figure.edge_labels[index], figure.edge_labels[index + 1]
-        parts.append(
-            f'<rect x="{left + index * step + 0.5:.1f}" y="{top_pad + plot_h - bar:.1f}" '
-            f'width="{max(step - 1, 1):.1f}" height="{bar:.1f}" fill="{color}">'
-            f"<title>{_e(low)} – {_e(high)}: {count:,}</title></rect>"
-        )
-    labels = figure.edge_labels
-    y = height - 4
-    parts.append(f'<text class="axis" x="{left}" y="{y}">{_e(labels[0])}</text>')
-    parts.append(f'<text class="axis" x="{left + plot_w / 2:.1f}" y="{y}" text-anchor="middle">'
-                 f"{_e(labels[len(labels) // 2])}</text>")  # fmt: skip
-    parts.append(f'<text class="axis" x="{width - 4}" y="{y}" text-anchor="end">{_e(labels[-1])}</text>')
-    return _svg("hist", width, height, "".join(parts), figure.name)
-
-
-def order_svg(figure: ColumnFigure, *, width: int = 350, height: int = 64) -> str:
-    """The column's median (line) and 10th-90th percentiles (band) along the row order, first row to last."""
-    if len(figure.order) < 2:
-        return ""
-    widest = max(len(figure.order_labels[0]), len(figure.order_labels[1]))
-    left, right, top_pad, bottom = min(72, max(34, 6 * widest + 8)), 4, 4, 14
-    plot_w, plot_h = width - left - right, height - top_pad - bottom
-    low = min(p10 for p10, _, _ in figure.order)
-    high = max(p90 for _, _, p90 in figure.order)
-    span = (high - low) or 1.0
-
-    def point(index: int, value: float) -> str:
-        x = left + plot_w * index / (len(figure.order) - 1)
-        y = top_pad + plot_h * (1 - (value - low) / span)
-        return f"{x:.1f},{y:.1f}"
-
-    band = [point(i, p90) for i, (_, _, p90) in enumerate(figure.order)]
-    band += [point(i, p10) for i, (p10, _, _) in reversed(list(enumerate(figure.order)))]
-    line = [point(i, median) for i, (_, median, _) in enumerate(figure.order)]
-    rho = figure.rho if figure.rho is not None else 0.0
-    colour = RED if abs(rho) >= ORDER_THRESHOLD else NAVY
-    body = (
-        f"<title>median and 10th–90th percentile of {_e(figure.name)} from the first row to the last "
-        f"(Spearman rho {rho:+.2f})</title>"
-        f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="#f7f8fa"/>'
-        f'<polygon points="{" ".join(band)}" fill="{BAND}"/>'
-        f'<polyline points="{" ".join(line)}" fill="none" stroke="{colour}" stroke-width="1.6"/>'
-        f'<text class="axis" x="{left - 4}" y="{top_pad + 8}" text-anchor="end">{_e(_clip(figure.order_labels[1], 11))}'
-        f"</text>"
-        f'<text class="axis" x="{left - 4}" y="{top_pad + plot_h}" text-anchor="end">'
-        f"{_e(_clip(figure.order_labels[0], 11))}</text>"
-        f'<text class="axis" x="{left}" y="{height - 2}">first row</text>'
-        f'<text class="axis" x="{width - right}" y="{height - 2}" text-anchor="end">last row</text>'
-    )
-    return _svg("order", width, height, body, figure.name)
-
-
-def missing_svg(entries: Sequence[tuple[str, float, float, float]], *, width: int = 560) -> str:
-    """One stacked bar per column: the share of rows null, NaN and infinite (0 to 100 %)."""
-    if not entries:
-        return ""
-    label_width, row = 150, 18
-    room = width - label_width - 70
-    parts = []
-    for index, (name, null, nan, inf) in enumerate(entries):
-        y = 4 + row * index
-        parts.append(
-            f"<g><title>{_e(name)}: null {null:.2%}, NaN {nan:.2%}, inf {inf:.2%}</title>"
-            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(name, 22))}</text>'
-            f'<rect x="{label_width}" y="{y}" width="{room}" height="{row - 5}" rx="2" fill="#eef1f6"/>'
-        )
-        x = float(label_width)
-        for share, colour in ((null, ORANGE), (nan, RED), (inf, PURPLE)):
-            if share > 0:
-                length = max(1.5, room * share)
-                parts.append(f'<rect x="{x:.1f}" y="{y}" width="{length:.1f}" height="{row - 5}" fill="{colour}"/>')
-                x += length
-        total = null + nan + inf
-        text = "none" if total == 0 else f"{total:.1%}" if total >= 0.001 else f"{total:.2%}"
-        parts.append(f'<text x="{label_width + room + 6}" y="{y + 11}">{text}</text></g>')
-    return _svg("missing", width, 8 + row * len(entries), "".join(parts))
-
-
-def rho_svg(entries: Sequence[tuple[str, float]], *, width: int = 560) -> str:
-    """Spearman's rho of each column with the row number, -1 to +1, the flagged range shaded."""
-    if not entries:
-        return ""
-    label_width, row = 150, 18
-    room = width - label_width - 60
-    centre = label_width + room / 2
-    height = 22 + row * len(entries)
-    parts = [
-        f'<rect x="{centre - room / 2:.1f}" y="0" width="{room * (1 - ORDER_THRESHOLD) / 2:.1f}" '
-        f'height="{height - 16}" fill="#fdecea"/>',
-        f'<rect x="{centre + room * ORDER_THRESHOLD / 2:.1f}" y="0" width="{room * (1 - ORDER_THRESHOLD) / 2:.1f}" '
-        f'height="{height - 16}" fill="#fdecea"/>',
-        f'<line x1="{centre:.1f}" y1="0" x2="{centre:.1f}" y2="{height - 16}" stroke="#98a2b3"/>',
-    ]
-    for index, (name, rho) in enumerate(entries):
-        y = 4 + row * index
-        length = room / 2 * abs(rho)
-        x = centre if rho >= 0 else centre - length
-        colour = RED if abs(rho) >= ORDER_THRESHOLD else BLUE
-        parts.append(
-            f"<g><title>{_e(name)}: Spearman rho {rho:+.3f}</title>"
-            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{_e(_clip(name, 22))}</text>'
-            f'<rect x="{x:.1f}" y="{y}" width="{max(length, 1):.1f}" height="{row - 5}" fill="{colour}"/>'
-            f'<text x="{label_width + room + 6}" y="{y + 11}">{rho:+.2f}</text></g>'
-        )
-    axis = height - 3
-    parts.append(f'<text class="axis" x="{label_width}" y="{axis}">−1 (sorted descending)</text>')
-    parts.append(f'<text class="axis" x="{centre:.1f}" y="{axis}" text-anchor="middle">0</text>')
-    parts.append(
-        f'<text class="axis" x="{label_width + room}" y="{axis}" text-anchor="end">+1 (sorted ascending)</text>'
-    )
-    return _svg("rho", width, height, "".join(parts))
-
-
-def _binned(values: Sequence[float], bins: int, text: Any) -> ColumnFigure:
-    """A histogram figure of plain values (image brightness, blur, rows per fragment)."""
-    figure = ColumnFigure("", "numeric", "float64")
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    if not finite:
-        return figure
-    low, high = min(finite), max(finite)
-    if high == low:
-        low, high = low - 0.5, high + 0.5
-    step = (high - low) / bins
-    counts = [0] * bins
-    for value in finite:
-        counts[min(bins - 1, int((value - low) / step))] += 1
-    figure.counts = counts
-    figure.edges = [low + step * i for i in range(bins + 1)]
-    figure.edge_labels = [text(edge) for edge in figure.edges]
-    return figure
 
 
 # ------------------------------------------------------------------------------------------------ parts
@@ -371,7 +180,7 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
         f'<p class="meta">{_e(" · ".join(fact for fact in missing if fact))} ({where})'
         + (f"<br>{_e(' · '.join(facts))}" if facts else "")
         + "</p>",
-        _null_strip(figure.name, null, nan),
+        null_strip(figure.name, null, nan),
     ]
     if figure.kind in ("numeric", "datetime"):
         parts.append(histogram_svg(figure))
@@ -393,19 +202,6 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
         parts.append(order_svg(figure))
     parts.append("</div>")
     return "".join(parts)
-
-
-def _null_strip(name: str, null: float, nan: float, width: int = 350) -> str:
-    """A thin bar: present (blue), null (orange), NaN (red) shares of the rows."""
-    present = max(0.0, 1 - null - nan)
-    x, rects = 0.0, []
-    for share, colour in ((present, BLUE), (null, ORANGE), (nan, RED)):
-        if share > 0:
-            length = max(2.0, width * share) if share < 1 else width
-            rects.append(f'<rect x="{x:.1f}" y="0" width="{length:.1f}" height="6" fill="{colour}"/>')
-            x += length
-    body = f"<title>present {present:.1%}, null {null:.1%}, NaN {nan:.1%}</title>" + "".join(rects)
-    return _svg("nullbar", width, 8, body, name)
 
 
 def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
@@ -526,7 +322,7 @@ def _fragment_card(report: InspectReport, figures: Figures) -> str:
     if len(distinct) <= 12:  # one bar per size
         labels, counts = [f"{size:,}" for size in distinct], [rows.count(size) for size in distinct]
     else:
-        figure = _binned([float(r) for r in rows], 12, lambda v: f"{v:,.0f}")
+        figure = binned([float(r) for r in rows], 12, lambda v: f"{v:,.0f}")
         labels = [f"{low}–{high}" for low, high in zip(figure.edge_labels[:-1], figure.edge_labels[1:])]
         counts = figure.counts
     keep = [i for i, count in enumerate(counts) if count]
@@ -541,7 +337,8 @@ def _fragment_card(report: InspectReport, figures: Figures) -> str:
     )
 
 
-def _figure(thumb: Thumb, kind: str, label: str = "") -> str:
+def thumb_figure(thumb: Thumb, kind: str, label: str = "") -> str:
+    """A thumbnail as a ``<figure>`` (its image, or a box saying why there is none) with its caption."""
     caption = thumb.caption or os.path.basename(thumb.path)
     flag = " (flagged by the quality report)" if thumb.flagged else ""
     title = _e(
@@ -578,7 +375,7 @@ def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
     unlabelled = list(counts) == ["(no class)"]
     if unlabelled:
         rows = [
-            f'<div class="thumbs">{"".join(_figure(t, "class-thumb", name) for t in thumbs)}</div>'
+            f'<div class="thumbs">{"".join(thumb_figure(t, "class-thumb", name) for t in thumbs)}</div>'
             for name, thumbs in figures.classes.items()
         ]
         parts.append(
@@ -596,7 +393,7 @@ def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
             return f"<br>{shown} shown, taken evenly" if shown < files else ""
 
         for name, thumbs in figures.classes.items():
-            grid = "".join(_figure(t, "class-thumb", name) for t in thumbs) or '<p class="note">no images</p>'
+            grid = "".join(thumb_figure(t, "class-thumb", name) for t in thumbs) or '<p class="note">no images</p>'
             rows.append(
                 f'<div class="class-row" data-class="{_e(name)}"><div><h3>{_e(name)}</h3>'
                 f'<p class="meta">{counts.get(name, 0):,} images{shown_of(len(thumbs), counts.get(name, 0))}</p></div>'
@@ -620,11 +417,11 @@ def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
         if thumbs:
             quality_parts.append(
                 f'<div class="card" id="{key}"><h3>{titles[key]}</h3><div class="thumbs">'
-                f"{''.join(_figure(t, key) for t in thumbs)}</div></div>"
+                f"{''.join(thumb_figure(t, key) for t in thumbs)}</div></div>"
             )
     if figures.duplicates:
         groups = "".join(
-            f'<div class="thumbs">{"".join(_figure(t, "duplicate") for t in group)}</div>'
+            f'<div class="thumbs">{"".join(thumb_figure(t, "duplicate") for t in group)}</div>'
             for group in figures.duplicates
         )
         found = (quality.get("duplicates") or {}).get("estimated", 0)
@@ -637,7 +434,7 @@ def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
         ("brightness", "Brightness (mean, 0–255)", lambda v: f"{v:.0f}"),
         ("blur", "Blur (variance of the Laplacian)", lambda v: f"{v:,.0f}"),
     ):
-        figure = _binned([m.get(key) for m in per_image], 16, text)
+        figure = binned([m.get(key) for m in per_image], 16, text)
         if figure.counts:
             figure.name = key
             quality_parts.append(
@@ -648,7 +445,7 @@ def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
     if undecodable:
         quality_parts.append(
             '<div class="card"><h3>Undecodable files</h3>'
-            + _table(
+            + html_table(
                 [(os.path.relpath(u["path"], report.path), u["error"]) for u in undecodable[:20]], ["file", "error"]
             )
             + "</div>"
@@ -686,7 +483,7 @@ def _facts(report: InspectReport) -> str:
         ("rows", "unknown" if report.rows is None else f"{report.rows:,}"),
     ]
     parts = ['<section id="facts"><h2>All facts</h2><details><summary>Summary and details</summary>']
-    parts.append(_table(summary + [(key, value) for key, value in data["details"].items()]))
+    parts.append(html_table(summary + [(key, value) for key, value in data["details"].items()]))
     parts.append("</details>")
     if data["columns"]:
         columns = [
@@ -695,7 +492,7 @@ def _facts(report: InspectReport) -> str:
         ]
         parts.append(
             "<details><summary>Columns with sample values</summary>"
-            + _table(columns, ["name", "type", "shape", "nulls", "samples"])
+            + html_table(columns, ["name", "type", "shape", "nulls", "samples"])
             + "</details>"
         )
     quality = report.quality or {}
@@ -713,7 +510,7 @@ def _facts(report: InspectReport) -> str:
         ]
         parts.append(
             "<details><summary>Quality per column</summary>"
-            + _table(rows, ["column", "null", "NaN", "inf", "constant", "row-order rho"])
+            + html_table(rows, ["column", "null", "NaN", "inf", "constant", "row-order rho"])
             + "</details>"
         )
     parts.append("</section>")
@@ -729,7 +526,7 @@ def to_html(report: InspectReport, figures: Figures | None = None) -> str:
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>streamfeed inspect {_e(report.path)}</title><style>{_STYLE}</style></head><body><main>",
+        f"<title>streamfeed inspect {_e(report.path)}</title><style>{STYLE}</style></head><body><main>",
         f'<header><h1>{_e(name)}</h1><div class="path">{_e(report.path)}</div>'
         f"{_tiles(report, figures, warnings)}</header>",
         _warnings(report),

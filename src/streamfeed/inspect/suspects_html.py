@@ -18,7 +18,8 @@ import os
 from typing import Any, Mapping, Sequence
 
 from .figures import THUMB_SIDE, Thumb, thumbnail
-from .html import _STYLE, _e, _figure, _table
+from .html import STYLE, html_table, thumb_figure
+from .svg import escape as _e
 
 MAX_THUMBNAILS = 200  # pictures on the page (each ~3 KiB of base64 JPEG); the table lists every suspect
 
@@ -68,7 +69,7 @@ def suspects_page(
         thumb.caption = caption
         cards.append(
             f'<div class="card suspect-card" data-rank="{_e(row.get("rank", number + 1))}" data-id="{_e(row["id"])}">'
-            f"{_figure(thumb, 'suspect', label)}"
+            f"{thumb_figure(thumb, 'suspect', label)}"
             f'<p class="meta">{_e(thumb.path)}<br>given label <b>{_e(label)}</b><br>'
             f"mean margin {row['mean_margin']:.3f} · last {row.get('last_margin', float('nan')):.3f}<br>"
             f"mean loss {row.get('mean_loss', float('nan')):.3f} · trained {_e(row.get('times_trained', ''))}x"
@@ -82,7 +83,7 @@ def suspects_page(
     header = '<div class="tiles">' + "".join(
         f'<div class="tile"><b>{_e(value)}</b><span>{_e(name)}</span></div>' for name, value in tiles
     )
-    table = _table(
+    table = html_table(
         [
             [
                 row.get("rank", number + 1),
@@ -108,7 +109,7 @@ def suspects_page(
         [
             "<!doctype html><html lang=en><head><meta charset=utf-8>"
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>streamfeed {_e(title)}</title><style>{_STYLE}"
+            f"<title>streamfeed {_e(title)}</title><style>{STYLE}"
             ".suspect-card{width:200px}.suspect-card figure{margin:0 auto}</style></head><body><main>",
             f'<header><h1>{_e(title)}</h1><div class="path">{_e(root)}</div>{header}</div></header>',
             f'<section id="suspects"><h2>Suspects, most suspect first</h2><p class="note">{_e(note)}</p>'
