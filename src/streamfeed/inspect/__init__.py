@@ -12,6 +12,7 @@ from importlib import import_module
 from typing import Literal
 
 from ..errors import ArgumentError, describe
+from ..memory import resolve_memory_limit
 from ..sources.detect import detect_format
 from .quality import quality_report
 from .report import Column, InspectReport, InspectWarning
@@ -38,7 +39,8 @@ def inspect(
             instead of metadata and a sample.
         sample_rows: sample values shown per column.
         memory_limit: the pipeline's memory limit that row groups are
-            checked against (default :data:`streamfeed.memory.DEFAULT_MEMORY_LIMIT`).
+            checked against and samples decode within (None: the library's
+            default, :func:`streamfeed.memory.resolve_memory_limit`).
         quality: also run :func:`streamfeed.inspect.quality.quality_report` (one
             pass over the data) and attach it as ``report.quality``.
         label: the label column for the quality report.
@@ -49,9 +51,8 @@ def inspect(
         raise ArgumentError(describe("Unknown format", expected=f"one of {FORMATS}", found=repr(chosen)))
     report = InspectReport(path=path, format=chosen)
     module = import_module(f".{chosen}", __name__)
-    getattr(module, f"inspect_{chosen}")(
-        path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report
-    )
+    limit = resolve_memory_limit(memory_limit)  # the format modules take the limit in force, an int
+    getattr(module, f"inspect_{chosen}")(path, full=full, sample_rows=sample_rows, memory_limit=limit, report=report)
     if quality:
         report.quality = quality_report(path, format=chosen, label=label).to_dict()
     return report

@@ -23,7 +23,7 @@ them as text in text columns unless ``strings_can_be_null=True``; counting them 
 a column has missing values."""
 
 
-def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+def inspect_csv(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     source = CsvSource(path)  # opening scans the files: exact counts, cached
     files = list(source.files)
     sizes = [info.size or 0 for info in source.filesystem.get_file_info(files)]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import require
 from ..files.paths import resolve_files
-from ..memory import DEFAULT_MEMORY_LIMIT
+from ..memory import decode_bytes_limit
 from ..sources.hdf5.source import outside_data
 from .numpy import SCAN_BYTES
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
@@ -29,11 +29,11 @@ from .report import Column, InspectReport, add_files, index_like, sample_values,
 _INDEX_PROBE_ROWS = 1000
 
 
-def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     h5py = require("h5py", "hdf5")
     files = list(resolve_files(path, suffixes=(".h5", ".hdf5", ".hdf", ".he5")).files)
     add_files(report, files, [os.path.getsize(file) for file in files])
-    budget = max(1, (DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit) // 4)
+    budget = max(1, decode_bytes_limit(memory_limit))
     not_sampled: list[str] = []
     trees = []
     for file_index, file in enumerate(files):

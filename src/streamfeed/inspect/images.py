@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import require
-from ..memory import DEFAULT_MEMORY_LIMIT
+from ..memory import decode_bytes_limit
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
 from ..sources.images.source import list_images
 from .progress import progress
@@ -56,10 +56,10 @@ def image_folder(path: str | os.PathLike) -> tuple[str, bool, Any]:
     return root, has_classes, list_images(root, "inferred" if has_classes else None)
 
 
-def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+def inspect_images(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     root, has_classes, listing = image_folder(path)
     add_files(report, listing.files, listing.sizes)
-    limit = (DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit) // 4
+    limit = decode_bytes_limit(memory_limit)
     with progress(
         len(listing.files), "decoding images" if full else "reading headers", enabled=None if full else False
     ) as advance:

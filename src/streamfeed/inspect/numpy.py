@@ -24,11 +24,11 @@ import numpy as np
 from ..errors import CorruptFileError, SchemaError, describe
 from ..files import inflate as _inflate
 from ..files.paths import resolve_files
-from ..memory import DEFAULT_MEMORY_LIMIT
+from ..memory import decode_bytes_limit
 from ..sources.numpy import MAX_WHOLE_MEMBER_BYTES, npy_header
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
-SAMPLE_BYTES = 16 * 2**20  # most bytes decoded for one array's sample (further capped at memory_limit / 4)
+SAMPLE_BYTES = 16 * 2**20  # most bytes decoded for one array's sample (further capped at the decode share)
 SCAN_BYTES = 4 * 2**20  # bytes decoded per piece when ``full`` counts NaN over every value
 _INDEX_PROBE_ROWS = 1000  # rows of a 1-D array checked for counting 0, 1, 2, ...
 
@@ -58,10 +58,10 @@ class _Stored:
         return self.shape[0] * self.row_bytes
 
 
-def inspect_numpy(path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport) -> None:
+def inspect_numpy(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     files = list(resolve_files(path, suffixes=(".npy", ".npz")).files)
     add_files(report, files, [os.path.getsize(file) for file in files])
-    budget = max(1, min(SAMPLE_BYTES, (DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit) // 4))
+    budget = max(1, min(SAMPLE_BYTES, decode_bytes_limit(memory_limit)))
     arrays: list[_Stored] = []
     unreadable: list[tuple[str, str]] = []
     for file in files:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from ..errors import SchemaError
 from ..files.paths import resolve_files
-from ..memory import DEFAULT_MEMORY_LIMIT, plan_layout
+from ..memory import plan_layout
 from ..sources.parquet import agreed_meaning, partition_values
 from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
@@ -22,9 +22,7 @@ from .report import Column, InspectReport, add_files, index_like, sample_column,
 _INDEX_PROBE_ROWS = 1000
 
 
-def inspect_parquet(
-    path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport
-) -> None:
+def inspect_parquet(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     resolved = resolve_files(path, suffixes=(".parquet", ".pq", ".parq"))
     files = list(resolved.files)
     fs = resolved.filesystem
@@ -181,11 +179,8 @@ def _sample(handle: pq.ParquetFile, path: str, rows: int) -> dict[str, np.ndarra
     return {name: sample_column(batch.column(name), name, path) for name in batch.schema.names}
 
 
-def _check_row_groups(
-    report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, memory_limit: int | None
-) -> None:
+def _check_row_groups(report: InspectReport, groups: list, rows: np.ndarray, size: np.ndarray, limit: int) -> None:
     """Row groups the pipeline cannot hold within the memory limit (they are never split)."""
-    limit = DEFAULT_MEMORY_LIMIT if memory_limit is None else memory_limit
     row_bytes = max(8.0, float(size.sum()) / max(int(rows.sum()), 1))
     largest = int(np.argmax(rows))
     try:

@@ -9,9 +9,7 @@ from ..sources.tfrecord.source import TFRecordSource
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
 
-def inspect_tfrecord(
-    path: str, *, full: bool, sample_rows: int, memory_limit: int | None, report: InspectReport
-) -> None:
+def inspect_tfrecord(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     # small first fragment: the sample; damaged files are reported, not raised
     source = TFRecordSource(path, fragment_bytes=1 << 16, report=ErrorPolicy(on_error="skip").new_report())
     indexes = source.indexes
