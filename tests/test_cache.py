@@ -423,7 +423,7 @@ def test_decoded_images_keep_their_shape_and_the_size_is_in_the_key(tmp_path):
     _same(first, _epoch(images((8, 6))))
     _same(_epoch(cached, 1), _epoch(images((8, 6)), 1))
     assert _store(cached).source_reads == len(cached.source.fragments)
-    assert cached.source.label_map == images((8, 6)).source.label_map  # the source's attributes pass through
+    assert cached.source.info == images((8, 6)).source.info  # what the source declares passes through
     bigger = images((9, 6)).cache(cache)
     assert _store(bigger).key != _store(cached).key
     assert _epoch(bigger)[0]["image"].shape == (6, 9, 6, 3)

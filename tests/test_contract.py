@@ -22,6 +22,7 @@ import pytest
 
 import streamfeed as sf
 from factories import EMPTY_FACTORIES, FACTORIES  # one module per format, collected
+from streamfeed.core import Source, SourceInfo
 from streamfeed.runtime.batch import PAD_MASK
 
 Factory = Callable[[Path], "tuple[sf.Dataset, np.ndarray]"]
@@ -300,3 +301,13 @@ def test_state_from_another_pipeline_is_rejected(factory: Factory, tmp_path):
     outside = {**pipeline.initial_state(0), "unit": len(pipeline.epoch_plan(0).units) + 1}
     with pytest.raises(sf.StateError, match="'unit'"):
         run(pipeline.iter_epoch(state=outside))
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_the_source_declares_what_it_is(factory: Factory, tmp_path):
+    """``Source.info`` is what layers that see only the protocol read (convert, stats, the quality monitor)."""
+    ds, _ = factory(tmp_path)
+    info = ds.source.info
+    assert isinstance(ds.source, Source) and isinstance(info, SourceInfo)
+    assert info.format == ds.source.fingerprint()["format"]
+    assert info.class_names == sorted(info.label_map, key=info.label_map.__getitem__)

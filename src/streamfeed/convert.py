@@ -42,13 +42,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .core import Chunk, chunk_len, slice_chunk
+from .core import Chunk, Source, chunk_len, slice_chunk
 from .errors import SchemaError, describe
 from .files.arrow import chunk_to_table, is_temporal
 from .files.paths import MANIFEST_NAME
 from .files.publish import Publication
 from .inspect.progress import progress as progress_bar
-from .sources.images.source import ImageSource
 from .sources.parquet import METADATA_VERSION, STREAMFEED_METADATA
 
 if TYPE_CHECKING:
@@ -89,13 +88,14 @@ class Meaning:
     relative to (None: paths are written as they are).
     """
 
-    def __init__(self, source: object) -> None:
-        self.label_map: dict[str, int] = dict(getattr(source, "label_map", None) or {})
-        self.origin: dict | None = getattr(source, "converted_from", None)
+    def __init__(self, source: Source) -> None:
+        info = source.info
+        self.label_map: dict[str, int] = dict(info.label_map)
+        self.origin: dict | None = None if info.converted_from is None else dict(info.converted_from)
         self.root: str | None = None
-        if isinstance(source, ImageSource):
-            self.root = source.root
-            self.origin = {"format": "images", "root": os.path.basename(source.root.rstrip(os.sep)) or source.root}
+        if info.format == "images" and info.root is not None:
+            self.root = info.root
+            self.origin = {"format": "images", "root": os.path.basename(info.root.rstrip(os.sep)) or info.root}
         self._allowed = np.array(sorted(self.label_map.values()), dtype=np.int64)
 
     def schema_metadata(self, columns: list[str]) -> dict[bytes, bytes]:
@@ -183,7 +183,7 @@ def convert_to_parquet(
     """
     target = Path(destination)
     meaning = Meaning(dataset.source)
-    schema = getattr(dataset.source, "schema", None)  # Arrow-backed sources: their date and time types
+    schema = dataset.source.info.schema  # Arrow-backed sources: their date and time types
     temporal = {f.name: f.type for f in schema if is_temporal(f.type)} if isinstance(schema, pa.Schema) else {}
     summary = ConvertSummary(destination=str(target))
     started = time.perf_counter()

@@ -13,7 +13,7 @@ whole iterator state besides the epoch number: positions, never data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -46,6 +46,28 @@ class Fragment(Protocol):
 
     def read(self) -> Chunk:
         """Reads the whole fragment. Raises a streamfeed error naming the file."""
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a source declares about its rows beyond the fragments, for the layers that see only the protocol.
+
+    A wrapper (the conversion cache, a subset of fragments) passes its
+    inner source's ``info`` on as it is, so a layer that needs the schema or
+    the class names never has to know which concrete source it was given.
+    """
+
+    format: str  # "parquet", "csv", ...: what opened it
+    schema: Any = None  # the served columns' Arrow schema, where the format has one (dates and times by type)
+    label_map: Mapping[str, int] = field(default_factory=dict)  # class name -> label id, where the data has classes
+    converted_from: Mapping[str, Any] | None = None  # the data `streamfeed convert` read, when this is its output
+    filesystem: Any = None  # the pyarrow filesystem read from (object storage reports its requests)
+    root: str | None = None  # the folder that the ``path`` column is relative to (an image folder)
+
+    @property
+    def class_names(self) -> list[str]:
+        """Class names in label-id order (empty without classes)."""
+        return [name for name, _ in sorted(self.label_map.items(), key=lambda item: item[1])]
 
 
 @runtime_checkable
@@ -88,6 +110,10 @@ class Source(Protocol):
         The layout's default read threads follow it when no per-fragment op
         shares the read threads (HDF5 through h5py: 1, one global lock).
         """
+
+    @property
+    def info(self) -> SourceInfo:
+        """What it declares beyond fragments: format, schema, classes (see :class:`SourceInfo`)."""
 
     def fingerprint(self) -> Mapping[str, Any]:
         """A small JSON-able identity (files, sizes) used to validate saved state."""

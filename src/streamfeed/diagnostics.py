@@ -185,7 +185,7 @@ def bench(
             describe("bench needs a bound", expected="seconds > 0 or max_batches", found=f"seconds={seconds}")
         )
     metrics = StageMetrics()
-    counters = storage_counters(getattr(getattr(dataset, "source", None), "filesystem", None))
+    counters = storage_counters(dataset.source.info.filesystem)
     if counters is not None:
         metrics.watch_storage(counters)
     with progress_bar(max_batches, "bench", unit="batches", enabled=progress) as advance:

@@ -387,6 +387,15 @@ class Dataset:
             autotune=self.autotune if autotune is None else resolve_autotune(autotune),
         )
 
+    def with_source(self, source: Source) -> "Dataset":
+        """The same pipeline over another source (a subset of its fragments, a cached copy).
+
+        Everything derived from the source (row counts, layout, plans,
+        fingerprint) is derived afresh; the bad-input report is shared, as
+        the input is.
+        """
+        return self._with(source=source, _counts={})
+
     def with_packing(self, pack: Op) -> "Dataset":
         """Sets the function that turns the user's columns into the model's arrays.
 

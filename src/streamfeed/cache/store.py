@@ -59,7 +59,7 @@ from typing import Any, Literal, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..core import Chunk, Fragment, Source, chunk_len
+from ..core import Chunk, Fragment, Source, SourceInfo, chunk_len
 from ..errors import ArgumentError, CorruptFileError, describe
 from ..files.paths import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, load_manifest
 from ..files.publish import seal_file, sync_directory, write_manifest
@@ -132,7 +132,7 @@ class CachedFragment:
 
 
 class CachedSource:
-    """``inner`` with its fragments read through a :class:`FragmentStore`; every other attribute is ``inner``'s.
+    """``inner`` with its fragments read through a :class:`FragmentStore`; what it declares (``info``) is ``inner``'s.
 
     The fingerprint is the source's own, so states move freely between the
     cached and the uncached dataset.
@@ -166,14 +166,12 @@ class CachedSource:
         # parallel (HDF5: one lock) is decode-bound in its first epoch whatever the threads.
         return None
 
+    @property
+    def info(self) -> SourceInfo:
+        return self.inner.info  # the rows are the source's: so are their schema and classes
+
     def fingerprint(self) -> Any:
         return self.inner.fingerprint()
-
-    def __getattr__(self, name: str) -> Any:
-        # What some layers read beyond the protocol (label_map, schema, class_names) stays the source's.
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 class FragmentStore:

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import ArgumentError, MemoryLimitError, describe
+from ..sources.subset import SubsetSource
 from ._options import DEFAULT_BATCH_SIZE, add_format, add_memory_limit, add_reading, batched, names, open_dataset
 
 PIPELINE_SHARE, CACHE_SHARE = 0.4, 0.3  # of --seconds; the quality pass has the rest
@@ -302,12 +303,11 @@ def _epochs_with_and_without_cache(dataset: Any, fragments: list[Any], deadline:
     once) until ``deadline``, so that a load change on a shared machine
     falls on both.
     """
-    import dataclasses
     import tempfile
 
     from ..diagnostics import bench
 
-    subset = dataclasses.replace(dataset, source=_Subset(dataset.source, fragments), _counts={}, _memo={})
+    subset = dataset.with_source(SubsetSource(dataset.source, fragments))
     batches = subset.num_batches()
     totals = {"source": [0, 0.0], "cache": [0, 0.0]}
 
@@ -334,42 +334,6 @@ def _epochs_with_and_without_cache(dataset: Any, fragments: list[Any], deadline:
         "first_epoch_rows_per_second": first,
         "epoch_speedup": cache / max(source, 1e-9),
     }
-
-
-class _Subset:
-    """Some fragments of a source, as a source: the pipeline over a sample of the data.
-
-    Every attribute but the fragments and the fingerprint (which names
-    them, so that a cache of the subset is never taken for the whole's) is
-    the source's.
-    """
-
-    def __init__(self, inner: Any, fragments: list[Any]) -> None:
-        self.inner, self.fragments = inner, tuple(fragments)
-
-    @property
-    def column_names(self) -> list[str]:
-        return list(self.inner.column_names)
-
-    @property
-    def files(self) -> list[str]:
-        return list(dict.fromkeys(fragment.path for fragment in self.fragments))
-
-    @property
-    def row_bytes(self) -> float:
-        return float(self.inner.row_bytes)
-
-    @property
-    def exact_counts(self) -> bool:
-        return bool(self.inner.exact_counts)
-
-    def fingerprint(self) -> Any:
-        return {"subset_of": self.inner.fingerprint(), "fragments": [fragment.key for fragment in self.fragments]}
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 # ------------------------------------------------------------------------ data quality

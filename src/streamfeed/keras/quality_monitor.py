@@ -230,8 +230,7 @@ class DataQualityMonitor(keras.callbacks.Callback):
         suspect first (:mod:`streamfeed.inspect.suspects_html`). Ids that
         are not files get a card without a picture.
         """
-        source = getattr(getattr(self.dataset, "dataset", None), "source", None)
-        names = getattr(source, "class_names", None)
+        names = self.dataset.dataset.source.info.class_names or None
         return write_suspects_html(
             path,
             self.suspects(top),

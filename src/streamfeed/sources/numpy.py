@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence, Union, cast
 
 import numpy as np
 
-from ..core import Chunk
+from ..core import Chunk, SourceInfo
 from ..errors import (
     ArgumentError,
     BadInputReport,
@@ -541,6 +541,11 @@ class NumpySource:
         if not self._layout:
             return 64.0
         return float(max(8, sum(d.itemsize * int(np.prod(s, dtype=np.int64)) for d, s in self._layout.values())))
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("numpy")
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:

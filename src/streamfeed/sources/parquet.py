@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from ..core import Chunk
+from ..core import Chunk, SourceInfo
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ..files.paths import PathLike, file_digest, file_stats, resolve_files
@@ -469,6 +469,17 @@ class ParquetSource:
     def save_label_map(self, path: str | os.PathLike) -> None:
         """Writes ``{"class name": label, ...}`` as JSON, as an image source does (reuse it with ``label_map=path``)."""
         write_label_map(self.label_map, path)
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format, schema, classes (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo(
+            "parquet",
+            schema=self.schema,
+            label_map=self.label_map,
+            converted_from=self.converted_from,
+            filesystem=self.filesystem,
+        )
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns, filter and null policy; taken once, at open."""

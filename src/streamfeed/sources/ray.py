@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core import Chunk
+from ..core import Chunk, SourceInfo
 from ..errors import ArgumentError, DataError, SchemaError, StorageError, describe, require
 from ..files.arrow import ROW_SHAPE_METADATA, ColumnPolicy, Where, table_to_chunk
 
@@ -218,6 +218,11 @@ class RaySource:
     @property
     def row_bytes(self) -> float:
         return self._row_bytes
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format, schema (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("ray", schema=self.schema)
 
     def fingerprint(self) -> dict:
         """Blocks, their row counts in order, the schema, Ray's plan text and the user's ``name``/``version``.

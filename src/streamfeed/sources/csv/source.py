@@ -47,6 +47,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ...core import SourceInfo
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, SchemaError, describe
 from ...files import inflate as _inflate
 from ...files.arrow import DEFAULT_POLICY, ColumnPolicy
@@ -449,6 +450,11 @@ class CsvSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format, schema (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("csv", schema=self.schema, filesystem=self.filesystem)
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns, delimiter and null policy; taken once, at open."""

@@ -66,7 +66,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
-from ...core import Chunk
+from ...core import Chunk, SourceInfo
 from ...errors import (
     ArgumentError,
     BadInputReport,
@@ -906,6 +906,11 @@ class HDF5Source:
             return 64.0
         layouts = {fragment._columns for fragment in self.fragments} or {self._columns}
         return float(max(8, *(sum(c.decoded_row_bytes for c in layout) for layout in layouts)))
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("hdf5")
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns and fragment boundaries; taken once, at open."""

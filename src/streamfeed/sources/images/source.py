@@ -67,7 +67,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
-from ...core import Chunk
+from ...core import Chunk, SourceInfo
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, SkippedUnit, describe
 from ...files.paths import file_digest, file_stats
 from ..labels import LABEL_EXPECTED, class_names, is_label, write_label_map
@@ -603,6 +603,11 @@ class ImageSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format, classes (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("images", label_map=self.label_map, root=self.root)
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:

@@ -56,7 +56,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pyarrow.fs as pafs
 
-from ...core import Chunk
+from ...core import Chunk, SourceInfo
 from ...errors import (
     ArgumentError,
     BadInputReport,
@@ -641,6 +641,11 @@ class TFRecordSource:
     @property
     def column_names(self) -> list[str]:
         return [spec.name for spec in self.specs]
+
+    @property
+    def info(self) -> SourceInfo:
+        """Format (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo("tfrecord", filesystem=self.filesystem)
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
