@@ -17,7 +17,7 @@ import pytest
 
 from streamfeed.errors import CorruptFileError, SchemaError
 from streamfeed.readers import read_hdf5
-from streamfeed.sources.hdf5.source import _pickled_names
+from streamfeed.sources.hdf5.catalog import pickled_names
 
 
 def read_all(ds) -> dict[str, np.ndarray]:
@@ -144,8 +144,8 @@ def test_pandas_tables_fields_become_columns(tmp_path):
 
 
 def test_pytables_column_names_are_never_unpickled():
-    assert _pickled_names(b"(lp0\nVid\np1\naVx y\np2\na.") == ["id", "x y"]
-    assert _pickled_names(b"cos\nsystem\n(S'echo pwned'\ntR.") is None  # a GLOBAL/REDUCE: refused
+    assert pickled_names(b"(lp0\nVid\np1\naVx y\np2\na.") == ["id", "x y"]
+    assert pickled_names(b"cos\nsystem\n(S'echo pwned'\ntR.") is None  # a GLOBAL/REDUCE: refused
 
 
 def test_no_file_handles_left_open(tmp_path):

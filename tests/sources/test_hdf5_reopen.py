@@ -19,7 +19,7 @@ import pytest
 
 from streamfeed.errors import CorruptFileError
 from streamfeed.readers import read_hdf5
-from streamfeed.sources.hdf5 import source as hdf5
+from streamfeed.sources.hdf5 import guard
 
 ROWS = 256
 
@@ -50,7 +50,7 @@ def _open_h5() -> list[str]:
 @pytest.fixture
 def settled_now(monkeypatch):
     """Files written by the test count as settled at once, so the first epoch's check is remembered."""
-    monkeypatch.setattr(hdf5, "_SETTLED_SECONDS", 0.0)
+    monkeypatch.setattr(guard, "_SETTLED_SECONDS", 0.0)
 
 
 def test_a_file_replaced_by_one_with_external_data_is_refused_at_the_next_read(tmp_path, settled_now):

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import require
 from ..files.paths import resolve_files
 from ..memory import decode_bytes_limit
-from ..sources.hdf5.source import outside_data
+from ..sources.hdf5.guard import outside_data
 from .numpy import SCAN_BYTES
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
