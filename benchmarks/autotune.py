@@ -32,33 +32,18 @@ Usage::
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 
-# Keep this directory off sys.path: benchmarks/csv.py would shadow ``import csv``.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import numpy as np
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-
-def _load(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, _HERE / file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-C = _load("streamfeed_bench_common", "_common.py")
+import _common as C
 
 SLOW_SECONDS = 0.02
 FRAGMENTS, FRAGMENT_ROWS, PARQUET_COLUMNS = 400, 2_000, 8

@@ -2,7 +2,7 @@
 
 Two cases (``--images`` for the second), each a full pass in batches:
 
-* CSV (default): the file of ``benchmarks/csv.py`` (32 float32 features +
+* CSV (default): the file of ``benchmarks/csv_read.py`` (32 float32 features +
   a float32 label; 2 M rows, ``--quick`` 200 k), batches of 1024;
 * images (``--images``): the JPEG class folders of ``benchmarks/images.py``
   (10 000 JPEGs of 256x256, ``--quick`` 1 000; its generator), decoded and
@@ -38,33 +38,20 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# Keep this directory off sys.path: benchmarks/csv.py would shadow ``import csv``.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import _common as C
+import csv_read as CSV  # its data generator: the same 2 M-row file
+import images as IMAGES  # its generator: the same JPEG folders
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-
-def _load(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, _HERE / file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-C = _load("streamfeed_bench_common", "_common.py")
-CSV = _load("streamfeed_bench_csv", "csv.py")  # its data generator: the same 2 M-row file
-IMAGES = _load("streamfeed_bench_images", "images.py")  # its generator: the same JPEG folders
 IMAGE_SIDE, IMAGE_OUT, IMAGE_BATCH = 256, 224, 64
 
 

@@ -31,17 +31,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # see tabular.py
-_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+import _common as C
 
 SCRIPT = str(Path(__file__).resolve())
 N_FEATURES, CHUNK_ROWS, BATCH = C.N_FEATURES, 65_536, C.BATCH

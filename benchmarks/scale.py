@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # csv.py etc. would shadow stdlib
 _STORAGE_TESTS = _HERE.parent / "tests" / "storage"
 
 ROW_GROUP, FEATURES, BATCH, BUCKET = 5_000, 32, 1024, "streamfeed-bench"

@@ -27,19 +27,12 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # see tabular.py
-
-import argparse
-import importlib.util
-import json
-
-_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+import _common as C
 
 SCRIPT = str(Path(__file__).resolve())
 APPROACHES = {

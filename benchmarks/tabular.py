@@ -26,27 +26,17 @@ re-runs itself with ``--worker`` for every measured approach.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Python puts this script's directory first on sys.path; other benchmark
-# scripts live there (csv.py, ...) and would shadow the standard library
-# modules of the same name (pandas imports csv). Load _common by path.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
 import argparse
-import importlib.util
 import json
 import os
 import platform
 import shlex
 import statistics
+import sys
 import time
+from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+import _common as C
 
 SCRIPT = str(Path(__file__).resolve())
 ITER_APPROACHES = {

@@ -42,26 +42,19 @@ Data is generated once and cached outside the repository
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # see tabular.py
-
 import argparse
-import importlib.util
 import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+import _common as C
 
 SCRIPT = str(Path(__file__).resolve())
 N_FEATURES, BATCH = C.N_FEATURES, C.BATCH
@@ -242,7 +235,7 @@ def worker(approach: str, path: str) -> dict:
 
 
 def _commit() -> str | None:
-    root = _HERE.parent
+    root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True

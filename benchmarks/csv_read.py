@@ -28,8 +28,8 @@ Targets: streamfeed ≥ 3x the pandas generator and ≥ 1.5x tf.data's fastest.
 
 Usage::
 
-    python benchmarks/csv.py            # 2 M rows
-    python benchmarks/csv.py --quick    # 200 k rows
+    python benchmarks/csv_read.py            # 2 M rows
+    python benchmarks/csv_read.py --quick    # 200 k rows
 
 Data is generated once and cached outside the repository
 (``~/.cache/streamfeed/bench/``, or ``--data-dir``).
@@ -37,26 +37,18 @@ Data is generated once and cached outside the repository
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import json
+import os
+import platform
 import sys
+import time
 from pathlib import Path
 
-# This file is named csv.py: keep its directory off sys.path, or every
-# ``import csv`` (pandas, TensorFlow) would import this script instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import numpy as np
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("streamfeed_bench_common", _HERE / "_common.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+import _common as C
 
 SCRIPT = str(Path(__file__).resolve())
 N_FEATURES, COLUMNS, BATCH = C.N_FEATURES, C.COLUMNS, C.BATCH  # f0..f31 and y
