@@ -188,12 +188,12 @@ def _slow_decode(chunk: dict) -> dict:
 
 def test_the_pipeline_finding_reports_what_autotuning_changed(tmp_path):
     """A decode-bound pipeline: the doctor's run autotunes, and the finding names the settings it reached."""
-    from streamfeed.commands.doctor import _tuning_finding
+    from streamfeed.commands.doctor_pipeline import tuning_finding
 
     path = tmp_path / "slow.parquet"
     pq.write_table(_table(64 * 256), path, row_group_size=256)
     dataset = sf.read_parquet(path).map(_slow_decode).shuffle(seed=1, window=8).batch(256)
-    finding = _tuning_finding(dataset, 4.0)
+    finding = tuning_finding(dataset, 4.0)
     tuning = finding.measured["autotune"]
     assert tuning["final"]["read_threads"] > tuning["initial"]["read_threads"]
     assert tuning["estimated_bytes"] <= tuning["memory_limit"]
@@ -203,17 +203,17 @@ def test_the_pipeline_finding_reports_what_autotuning_changed(tmp_path):
 
 
 def test_explicit_read_threads_are_not_tuned(tmp_path):
-    from streamfeed.commands.doctor import _tuning_finding
+    from streamfeed.commands.doctor_pipeline import tuning_finding
 
     path = tmp_path / "data.parquet"
     pq.write_table(_table(4096), path, row_group_size=256)
-    finding = _tuning_finding(sf.read_parquet(path).with_options(read_threads=1).batch(256), 0.5)
+    finding = tuning_finding(sf.read_parquet(path).with_options(read_threads=1).batch(256), 0.5)
     assert "autotune" not in finding.measured
     assert finding.measured["read_threads"] == 1
 
 
 def test_only_moved_reads_are_offered_as_a_repair():
-    from streamfeed.commands.doctor import reads_retuned
+    from streamfeed.commands.doctor_pipeline import reads_retuned
     from streamfeed.runtime.autotune import Settings, TuningReport
 
     def tuning(initial: Settings, final: Settings) -> TuningReport:
