@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .files.paths import PathLike
     from .sources.csv.options import TypeSpec
     from .sources.images.decode import Decoder, OutputDType, Resize
-    from .sources.images.source import FollowLinks, Labels
+    from .sources.images.listing import FollowLinks, Labels
     from .sources.numpy import Specs
     from .sources.tfrecord.source import Compression
 

@@ -19,7 +19,7 @@ from PIL import Image
 import streamfeed as sf
 from streamfeed.inspect import inspect
 from streamfeed.readers import read_images
-from streamfeed.sources.images.source import list_images
+from streamfeed.sources.images.listing import list_images
 
 
 def _png(path: Path, value: int = 0) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import require
 from ..memory import decode_bytes_limit
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
-from ..sources.images.source import list_images
+from ..sources.images.listing import list_images
 from .progress import progress
 from .report import Column, InspectReport, add_files, warn_rare_classes
 

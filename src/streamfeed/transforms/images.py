@@ -28,7 +28,7 @@ from ..sources.images.decode import (
     image_byte_limit,
     resolve_decoder,
 )
-from ..sources.images.source import too_large
+from ..sources.images.fragment import too_large
 
 
 def decode_images(

@@ -1,0 +1,172 @@
+"""Reading image files: the fragment's decode, the header probe at open, and the bad-file errors.
+
+A fragment is a slice of the sorted file list, decoded in one read-thread
+call; a file that fails (empty, not an image, corrupt, a decompression
+bomb) is a :class:`CorruptFileError` naming it (:func:`corrupt`,
+:func:`too_large`), raised or left out and reported by ``on_error``. The
+header probe (:func:`probe_files`) finds most bad files when the source
+opens, before training. Decoding itself is ``decode.py``'s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ...core import Chunk
+from ...errors import BadInputReport, CorruptFileError, SkippedUnit, describe
+from .decode import (
+    JPEG_HEAD_BYTES,
+    DecodeSpec,
+    ImageDecodeError,
+    ImageTooLargeError,
+    check_size,
+    decode,
+    jpeg_header,
+    open_header,
+)
+
+_FIX = "remove or replace the file, or pass on_error='skip' to leave it out and report it"
+
+
+class FragmentSource(Protocol):
+    """What a fragment reads through: the :class:`~.source.ImageSource` that made it."""
+
+    root: str
+    spec: DecodeSpec
+    decode: bool
+    decoder: str
+    report: BadInputReport
+    bad_files: dict[str, CorruptFileError]  # files found bad, at open or when decoding
+
+
+@dataclass(frozen=True)
+class ImageFragment:
+    """A slice of the sorted file list, decoded in one read-thread call."""
+
+    key: str
+    num_rows: int
+    paths: tuple[str, ...]
+    labels: np.ndarray | None
+    _source: FragmentSource = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> str:
+        """The image folder: a fragment's files are reported one by one when they fail."""
+        return self._source.root
+
+    @property
+    def location(self) -> str:
+        return f"files {self.paths[0]} .. {self.paths[-1]}" if self.paths else "no files"
+
+    def read(self) -> Chunk:
+        if not self._source.decode:
+            return self._read_encoded()
+        source = self._source
+        spec = source.spec
+        images = np.empty((len(self.paths),) + spec.shape, dtype=spec.dtype)
+        keep = np.ones(len(self.paths), dtype=bool)
+        for index, path in enumerate(self.paths):
+            error = source.bad_files.get(path)
+            if error is None:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                    if not data:
+                        raise ImageDecodeError("the file is empty (0 bytes)")
+                    images[index] = decode(data, spec, source.decoder)
+                    continue
+                except (ImageDecodeError, OSError) as exc:
+                    error = source.bad_files.setdefault(path, corrupt(path, exc))
+                    if source.report.on_error == "raise":
+                        raise error from exc
+            if source.report.on_error == "raise":
+                raise error
+            keep[index] = False
+            source.report.add(SkippedUnit(path, "file", str(error), 1))
+        chunk: Chunk = {"image": images, "path": np.array(self.paths, dtype=object)}
+        if self.labels is not None:
+            chunk["label"] = self.labels.copy()
+        if not keep.all():
+            chunk = {name: column[keep] for name, column in chunk.items()}
+        return chunk
+
+    def _read_encoded(self) -> Chunk:
+        """The files' bytes as they are (``decode=False``), for storing or later decoding."""
+        contents = np.empty(len(self.paths), dtype=object)
+        for index, path in enumerate(self.paths):
+            with open(path, "rb") as handle:
+                contents[index] = handle.read()
+        chunk: Chunk = {"image_bytes": contents, "path": np.array(self.paths, dtype=object)}
+        if self.labels is not None:
+            chunk["label"] = self.labels.copy()
+        return chunk
+
+
+def corrupt(path: str, exc: BaseException) -> CorruptFileError:
+    if isinstance(exc, ImageTooLargeError):
+        return too_large(path, exc)
+    reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
+    return CorruptFileError(
+        describe(
+            "Could not decode an image",
+            where=path,
+            expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image",
+            found=reason,
+            fix=_FIX,
+        )
+    )
+
+
+def too_large(where: str, exc: ImageTooLargeError) -> CorruptFileError:
+    """The error for an image whose header declares more than may be decoded (a bad unit: skippable)."""
+    return CorruptFileError(
+        describe(
+            "An image declares a size larger than may be decoded (a decompression bomb, or too large)",
+            where=where,
+            expected="at most max_image_bytes (and a quarter of memory_limit) decoded, within Pillow's limit",
+            found=str(exc),
+            fix=(
+                "raise the bound it names (and PIL.Image.MAX_IMAGE_PIXELS) if the image is genuine, "
+                "remove the file, or pass on_error='skip' to leave it out and report it"
+            ),
+        )
+    )
+
+
+PROBE_FILES = 64
+"""Files per header-probe task. Measured on 10 000 warm 256x256 JPEGs, 2 cores, 8 threads (Pillow headers):
+one task per file 2.0-2.4 s wall, 64 files per task 1.6-1.9 s (and 0.66 s with the JPEG header read below)."""
+
+
+def probe_files(paths: list[str], spec: DecodeSpec | None) -> list[BaseException | None]:
+    return [_probe(path, spec) for path in paths]
+
+
+def _probe(path: str, spec: DecodeSpec | None) -> BaseException | None:
+    """Opens one file's header; returns the problem, if any.
+
+    With a ``spec`` (images are decoded) the declared size is checked
+    against its bound too, so a decompression bomb is found at open.
+    """
+    try:
+        if os.stat(path).st_size == 0:
+            return ImageDecodeError("the file is empty (0 bytes)")
+        with open(path, "rb") as handle:
+            # JPEGs by libjpeg-turbo's C header read (Pillow's Python parse holds the GIL: 0.07 ms a file
+            # against 0.017; 10 000 files on 2 cores opened in 0.66 s against 1.6-1.9 s); the rest by Pillow.
+            image = jpeg_header(handle.read(JPEG_HEAD_BYTES))
+            if image is not None:
+                if spec is not None:
+                    check_size(image, spec.max_image_bytes, spec.channels)
+                return None
+            handle.seek(0)
+            with open_header(handle) as image:
+                if spec is not None:
+                    check_size(image, spec.max_image_bytes, spec.channels)
+    except (ImageDecodeError, OSError) as exc:
+        return exc
+    return None
