@@ -32,7 +32,9 @@ def test_iterator_reports_estimate_and_measured_rss(tmp_path):
 _MEASURE = textwrap.dedent(
     """
     import sys, resource, streamfeed as sf
-    data = sf.read_parquet(sys.argv[1]).shuffle(seed=0).batch(1000).with_options(memory_limit=48 * 2**20)
+    # window=16 (10 MiB of row groups): the default window is the data's (128 MiB, at most 64 row groups: 40 MiB
+    # here), and a 48 MiB limit too small for it is refused (tests/test_order_is_the_datas.py)
+    data = sf.read_parquet(sys.argv[1]).shuffle(seed=0, window=16).batch(1000).with_options(memory_limit=48 * 2**20)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     rows = 0
     with data.iter_epoch(0) as epoch:

@@ -4,8 +4,10 @@ The pipeline holds data in three places: fragments being read (``read_ahead``),
 the shuffle window (two unit buffers: one served while the next unit loads),
 and the prefetch queues of finished batches (the epoch's, and the next
 epoch's once the Keras adapter starts it early). Their sum is a
-figure we can compute before the first read; :func:`plan_layout` shrinks the
-window first, then read-ahead, then prefetch, until it fits.
+figure we can compute before the first read; :func:`plan_layout` shrinks
+read-ahead, then prefetch, until it fits. It never shrinks the shuffle window:
+the window belongs to the order (``plan.default_window``), which no machine
+setting may change.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Iterator
 from .errors import MemoryLimitError, describe
 
 DEFAULT_MEMORY_LIMIT = 512 * 2**20
-MAX_DEFAULT_WINDOW = 64
 DECODE_SHARE = 4
 """One item (an image) may decode to at most ``memory_limit // DECODE_SHARE`` bytes before it is resized.
 
@@ -116,18 +117,19 @@ def plan_layout(
     fragment_rows: float,
     batch_rows: int,
     shuffled: bool,
-    window: int | None,
+    window: int,
     read_threads: int | None,
     prefetch: int | None,
     memory_limit: int | None,
     largest_fragment_rows: float | None = None,
-    max_window: int = MAX_DEFAULT_WINDOW,
     read_parallelism: int | None = None,
 ) -> Layout:
-    """The largest layout within ``memory_limit`` (the library's default if None).
+    """The largest layout within ``memory_limit`` (the library's default if None) for a given ``window``.
 
-    ``max_window`` caps the default window (a sharded epoch keeps its read
-    units small next to its lanes, see ``Dataset._plan_layout``).
+    The window is the order's (``plan.default_window`` or the user's): it is
+    never changed here, so no memory limit changes what is served or in
+    which order. Read-ahead, then prefetch shrink to fit; a limit too small
+    for the window is refused, naming the largest window it would hold.
     ``read_parallelism`` caps the default read threads (``Source.read_parallelism``).
 
     Buffers are sized from the mean fragment, but the largest one must fit
@@ -148,15 +150,8 @@ def plan_layout(
         )
     threads = read_threads or min(4, os.cpu_count() or 1, read_parallelism or 4)
     depth = prefetch or 8
-    if not shuffled:
-        chosen_window = 1
-    elif window is not None:
-        chosen_window = window
-    else:
-        per_fragment = max(1.0, row_bytes * fragment_rows)
-        chosen_window = int(limit // (4 * per_fragment))  # 2 for assembly + 2 for reading ahead
-        chosen_window = max(1, min(MAX_DEFAULT_WINDOW, max_window, chosen_window))
-    ahead = max(threads, chosen_window) if shuffled else 2 * threads
+    window = window if shuffled else 1
+    ahead = max(threads, window) if shuffled else 2 * threads
 
     def size(ahead_: int, window_: int, depth_: int) -> int:
         return estimate_bytes(
@@ -170,30 +165,37 @@ def plan_layout(
             read_threads=threads,
         )
 
-    while size(ahead, chosen_window, depth) > limit:
-        if window is None and chosen_window > 1:
-            chosen_window -= 1
-            ahead = max(threads, chosen_window) if shuffled else ahead
-        elif ahead > 1:
+    while size(ahead, window, depth) > limit:
+        if ahead > 1:
             ahead -= 1
         elif depth > 2:
             depth -= 1
         else:
+            held = max((w for w in range(window - 1, 0, -1) if size(1, w, 2) <= limit), default=0)
+            needed = size(1, window, 2)
             raise MemoryLimitError(
                 describe(
                     "The pipeline cannot fit in its memory limit",
                     expected=f"at most {limit / 2**20:.0f} MiB",
-                    found=f"{size(ahead, chosen_window, depth) / 2**20:.0f} MiB with one fragment of "
+                    found=f"{needed / 2**20:.0f} MiB with a shuffle window of {window} fragment(s) of "
                     f"{fragment_rows:.0f} rows x {row_bytes:.0f} bytes and the smallest buffers",
-                    fix="raise memory_limit, project fewer columns, or rewrite the files with smaller row groups",
+                    fix=f"raise memory_limit to {-(-needed // 2**20)} MiB or more"
+                    + (
+                        f", or shuffle with window={held} (a smaller window mixes fewer fragments: another order)"
+                        if held
+                        else ""
+                    )
+                    + ", or project fewer columns, or read smaller fragments "
+                    "(fragment_bytes= for CSV and TFRecord, fragment_size= for images, "
+                    "streamfeed convert for row groups sized for streaming)",
                 )
             )
     return Layout(
         read_threads=threads,
         read_ahead=ahead,
-        window=chosen_window,
+        window=window,
         prefetch=depth,
-        estimated_bytes=size(ahead, chosen_window, depth),
+        estimated_bytes=size(ahead, window, depth),
         decode_bytes=decode_bytes_limit(limit),
     )
 

@@ -277,9 +277,7 @@ def _largest_fitting(dataset: Any, upper: int) -> int | None:
 
 
 def _limit(dataset: Any) -> int:
-    from ..memory import DEFAULT_MEMORY_LIMIT
-
-    return dataset.memory_limit or DEFAULT_MEMORY_LIMIT
+    return int(dataset.resolution.memory_limit)
 
 
 def _estimate(dataset: Any) -> float:

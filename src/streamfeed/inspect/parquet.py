@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from ..errors import SchemaError
 from ..files.paths import resolve_files
 from ..memory import plan_layout
+from ..plan import default_window
 from ..sources.parquet import agreed_meaning, partition_values
 from .progress import progress
 from .report import Column, InspectReport, add_files, index_like, sample_column, sample_values, warn_index
@@ -189,7 +190,7 @@ def _check_row_groups(report: InspectReport, groups: list, rows: np.ndarray, siz
             fragment_rows=float(rows[largest]),
             batch_rows=1024,
             shuffled=True,
-            window=None,
+            window=default_window(row_bytes, float(rows[largest]), len(groups), None),
             read_threads=None,
             prefetch=None,
             memory_limit=limit,

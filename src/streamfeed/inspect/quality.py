@@ -26,7 +26,6 @@ from ..errors import ErrorPolicy
 from ..files.arrow import ColumnPolicy, temporal_columns
 from ..pipeline import Dataset
 from ..sources.detect import detect_format, open_source
-from ..sources.images.source import ImageSource
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
 from .image_quality import image_quality
@@ -79,17 +78,18 @@ def quality_report(
     same way); ``columns[name]["datetime"]`` names their original type.
     """
     if isinstance(data, Dataset):
-        if isinstance(data.source, ImageSource):
+        if data.source.info.format == "images":
             return image_quality(list(data.source.files), progress_bar=progress_bar)
-        source, row_ops, report = data.source, data.row_ops, data.report
+        dataset = data
     else:
         format = format or detect_format(data)
         if format == "images":
             return image_quality(image_folder(data)[2].files, progress_bar=progress_bar)
         report = ErrorPolicy().new_report()
-        source, row_ops = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {})), ()
-    totals = quality_pass(source.fragments, row_ops, report, label=label, max_rows=max_rows, progress_bar=progress_bar)
-    return _tabular_report(totals, label, temporal_columns(getattr(source, "schema", None)))
+        source = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {}))
+        dataset = Dataset(source=source, report=report)
+    totals = quality_pass(dataset, label=label, max_rows=max_rows, progress_bar=progress_bar)
+    return _tabular_report(totals, label, temporal_columns(dataset.source.info.schema))
 
 
 def _tabular_report(totals: QualityTotals, label: str | None, temporal: dict[str, str] | None = None) -> QualityReport:

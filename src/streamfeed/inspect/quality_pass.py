@@ -1,8 +1,9 @@
 """The quality report's one pass over tabular data: fragments summarised in threads, merged in order.
 
-Fragments are read with the runtime's reader (``read_fragment``: a
-dataset's per-fragment ops and error policy apply) in a thread pool, at
-most ``2 * threads`` ahead (``in_order``), as ``compute_stats`` reads them.
+Fragments are read by the dataset's one fragment pass
+(``Dataset.fragment_pass``: its per-fragment ops, error policy and decode
+bound apply) in a thread pool, at most ``2 * threads`` ahead, as
+``compute_stats`` and the row count after filters read them.
 Each read thread summarises its fragment: null, NaN and inf counts, whether
 each column is constant, one hash per row, and the label's moments or
 class counts (with the statistics' own ``Moments`` and ``count_values``).
@@ -22,17 +23,15 @@ sources yield their date columns so already).
 from __future__ import annotations
 
 import collections
-import concurrent.futures
-import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..core import Chunk, Fragment, chunk_len, slice_chunk
-from ..errors import BadInputReport, require
+from ..core import Chunk, chunk_len, slice_chunk
+from ..errors import require
 from ..files.arrow import datetime64_seconds
-from ..runtime.reader import in_order, read_fragment
+from ..pipeline import Dataset
 from ..stats.moments import Moments, merge_max, merge_min, min_max
 from ..stats.vocabulary import count_values
 from .hashing import row_hash
@@ -204,41 +203,36 @@ class QualityTotals:
 
 
 def quality_pass(
-    fragments: Sequence[Fragment],
-    row_ops: Sequence[Callable[[Chunk], Chunk]],
-    report: BadInputReport,
+    dataset: Dataset,
     *,
     label: str | None,
     max_rows: int | None,
     progress_bar: bool | None,
     threads: int | None = None,
 ) -> QualityTotals:
-    """Reads ``fragments`` (up to ``max_rows`` rows) in ``threads`` threads and merges their summaries in order.
+    """Reads ``dataset``'s fragments (up to ``max_rows`` rows) in ``threads`` threads; merges their summaries in order.
 
-    ``row_ops`` and ``report`` are a dataset's per-fragment ops and bad-input
-    report (``read_fragment``'s); ``progress_bar`` as :func:`~.progress.progress`'s ``enabled``.
+    The dataset's one fragment pass (``Dataset.fragment_pass``): its
+    per-fragment ops, bad-input report and decode bound apply;
+    ``progress_bar`` as :func:`~.progress.progress`'s ``enabled``.
     """
-    threads = max(1, threads or min(4, os.cpu_count() or 1))
     totals = QualityTotals()
-
-    def work(fragment: Fragment) -> FragmentSummary | None:
-        chunk = read_fragment(fragment, row_ops, report)
-        return None if chunk is None else FragmentSummary.of(chunk, label)
-
-    expected = sum(fragment.num_rows for fragment in fragments)
+    expected = sum(fragment.num_rows for fragment in dataset.source.fragments)
     total = expected if max_rows is None else min(expected, max_rows)
     with progress(total, "quality pass", unit="rows", enabled=progress_bar) as advance:
-        with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-quality") as pool:
-            try:
-                for part in in_order(lambda fragment: pool.submit(work, fragment), fragments, 2 * threads):
-                    if part is None or part.rows == 0:
-                        continue
-                    if max_rows is not None and totals.rows + part.rows > max_rows:
-                        part = FragmentSummary.of(slice_chunk(part.chunk, 0, max_rows - totals.rows), label)
-                    totals.add(part)
-                    advance(part.rows)
-                    if max_rows is not None and totals.rows >= max_rows:
-                        break
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+        parts = dataset.fragment_pass(
+            lambda _, chunk: FragmentSummary.of(chunk, label), threads=threads, name="quality"
+        )
+        try:
+            for part in parts:
+                if part is None or part.rows == 0:
+                    continue
+                if max_rows is not None and totals.rows + part.rows > max_rows:
+                    part = FragmentSummary.of(slice_chunk(part.chunk, 0, max_rows - totals.rows), label)
+                totals.add(part)
+                advance(part.rows)
+                if max_rows is not None and totals.rows >= max_rows:
+                    break
+        finally:
+            parts.close()  # stops the pass's threads when the sample is complete
     return totals

@@ -1,7 +1,8 @@
 """One parallel pass over a dataset's fragments that produces :class:`Stats`.
 
-Fragments are read in a thread pool (``read_fragment`` with the dataset's
-per-fragment ops and error policy) and each is summarised in its thread;
+Fragments are read by the dataset's one fragment pass
+(``Dataset.fragment_pass``: the per-fragment ops, the error policy and the
+decode bound, in a bounded thread pool) and each is summarised in its thread;
 the summaries are merged in fragment order on the calling thread. At most
 ``2 * threads`` fragments are in flight, so memory does not grow with the
 dataset. Because merges happen in a fixed order, every statistic is
@@ -30,16 +31,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..core import chunk_len
+from ..core import Chunk, Source, chunk_len
 from ..errors import ArgumentError, UnknownNameError, describe
 from ..files.arrow import temporal_columns
-from ..memory import decode_bytes_limit
-from ..runtime.reader import in_order, read_fragment
+from ..pipeline import Dataset
+from ..pipeline.passes import default_threads
 from .accumulate import (
     DISTINCT_MODES,
     QUANTILE_METHODS,
@@ -131,7 +131,7 @@ def _merge(total: _FragmentSummary, part: _FragmentSummary) -> int:
 
 
 def compute_stats(
-    dataset: Any,
+    dataset: Dataset,
     *,
     columns: Sequence[str] | None = None,
     categorical: Sequence[str] | None = None,
@@ -196,7 +196,7 @@ def compute_stats(
             describe("quantile_sample counts the values kept per column", expected=">= 1", found=str(quantile_sample))
         )
     fragments = list(dataset.source.fragments)
-    threads = max(1, threads or min(4, os.cpu_count() or 1))
+    threads = max(1, threads or default_threads())
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
     options: dict[str, Any] = {
         "categorical": set(categorical or ()),
@@ -213,21 +213,17 @@ def compute_stats(
     # pre-filter positions; any value at or above the final one gives the same result
     state = {"threshold": NO_THRESHOLD}
 
-    def work(item: tuple[int, Any]) -> _FragmentSummary:
-        index, fragment = item
-        chunk = read_fragment(
-            fragment, dataset.row_ops, dataset.report, decode_bytes=decode_bytes_limit(dataset.memory_limit)
-        )
+    def summarise(index: int, chunk: Chunk) -> _FragmentSummary:
         return _summarise(chunk, names, options, PositionSampler(index, options["quantile_sample"], state["threshold"]))
 
     total = _FragmentSummary()
-    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-stats") as pool:
-        for done, part in enumerate(
-            in_order(lambda item: pool.submit(work, item), list(enumerate(fragments)), 2 * threads), 1
-        ):
+    parts = dataset.fragment_pass(summarise, threads=threads, name="stats")
+    for done, part in enumerate(parts, 1):
+        if part is not None:  # None: a fragment skipped as bad input (in the report)
             state["threshold"] = _merge(total, part)
-            if progress is not None:
-                progress(done, len(fragments))
+        if progress is not None:
+            progress(done, len(fragments))
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-stats") as pool:
         logger.info("stats: %d rows in %d fragments", total.rows, len(fragments))
         ordered = [name for name in (names if names is not None else list(total.columns)) if name in total.columns]
         cache: dict = {}
@@ -263,6 +259,6 @@ def compute_stats(
     )
 
 
-def _temporal_columns(source: Any) -> dict[str, str]:
+def _temporal_columns(source: Source) -> dict[str, str]:
     """The columns an Arrow-backed source yields as seconds, with their Arrow types (none for other sources)."""
-    return temporal_columns(getattr(source, "schema", None))
+    return temporal_columns(source.info.schema)

@@ -1,0 +1,495 @@
+"""The immutable, fluent description of a pipeline.
+
+Who owns what:
+
+- the **source** owns files, schema, fragments and their row counts;
+- the **plan** (``plan.py``) owns the order of fragments per epoch and shard;
+- this **Dataset** owns the settings (ops, shuffle, batch, shard, memory):
+  they are frozen, and every method returns a new Dataset;
+- its **Resolution** (``resolve.py``) owns what follows from the settings:
+  sizes, layout, plans, lanes, fingerprint, states, and for each epoch the
+  frozen :class:`~streamfeed.runtime.spec.EpochSpec` that is all the runtime
+  (``runtime/``) reads: the runtime never calls back into the Dataset;
+- an **EpochIterator** (``iterator.py``) owns the threads and buffers of one
+  pass; it is the only thing that must be closed.
+
+A derived Dataset shares no mutable state with the one it came from, but
+for what records the run itself and is shared by design: the bad-input
+:class:`~streamfeed.errors.BadInputReport` (they read the same input), a
+balanced sampler's tally of what it drew, the user's ``StageMetrics`` and
+the ``Autotune`` whose report covers every epoch of the datasets derived
+from it.
+
+Stages run in one canonical order — read → per-fragment ops (``map`` and
+``filter`` called before ``batch``) → shuffle window → batch → per-batch ops
+(``map`` after ``batch``) → prefetch — so that the iterator state is a single
+position ``(epoch, unit, offset)`` and per-fragment work runs in the read
+thread pool.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Generator, Literal, Mapping, Sequence, TypeVar, cast
+
+import numpy as np
+
+from ..core import Chunk, Source
+from ..errors import ArgumentError, describe
+from ..memory import Layout
+from ..plan import EpochPlan, Remainder
+from ..runtime.autotune import Autotune
+from ..runtime.autotune import resolve as resolve_autotune
+from ..runtime.batch import PAD_MASK, LastBatch
+from ..runtime.spec import EpochSpec, Op
+from .iterator import EpochIterator
+from .ops import filtering, op_identity, row_preserving
+from .resolve import LanePositions, Resolution
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from ..keras.adapter import KerasDataset
+    from ..runtime.metrics import StageMetrics
+
+logger = logging.getLogger("streamfeed")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Dataset(Settings):
+    """A description of how to stream a source; iterate it to run it.
+
+    Build one with a reader such as :func:`streamfeed.read_parquet`, then
+    chain ``.map``, ``.filter``, ``.shuffle``, ``.batch``, ``.prefetch``,
+    ``.shard`` and ``.with_options``; hand it to Keras with :meth:`to_keras`.
+    What follows from the settings (sizes, layout, plans, states) is its
+    :attr:`resolution`, made once and never shared with a derived dataset.
+    """
+
+    # ----------------------------------------------------------------- building
+    @functools.cached_property
+    def resolution(self) -> Resolution:
+        """Everything derived from the settings, resolved once (``pipeline/resolve.py``)."""
+        return Resolution(self)
+
+    def _with(self, *, same_rows: bool | None = None, **changes: Any) -> "Dataset":
+        """A copy with ``changes``; rows already counted after filters carry over as a value where they hold.
+
+        ``same_rows``: whether every fragment yields what it yields here (None:
+        when the source and the per-fragment ops are the same objects).
+        """
+        derived = dataclasses.replace(self, **changes)
+        if "resolution" in self.__dict__:
+            derived.__dict__["resolution"] = self.resolution.for_derived(derived, same_rows)
+        return derived
+
+    def map(self, fn: Callable[[Chunk], Chunk], *, name: str | None = None, version: str | None = None) -> "Dataset":
+        """Applies ``fn`` to columns: per fragment before ``batch``, per batch after.
+
+        ``fn`` takes and returns a dict of NumPy arrays and must keep the row
+        count. Before ``batch`` it runs in the read threads, in parallel.
+        ``name`` and ``version`` identify it in saved state: a state is
+        restored only into a pipeline with the same ops, so bump ``version``
+        when ``fn`` changes what it yields.
+        """
+        op = row_preserving(fn, str(name or getattr(fn, "__name__", "map")))
+        op.identity = op_identity(fn, name, version)  # type: ignore[attr-defined]
+        if self.batch_size is None:
+            return self._with(row_ops=self.row_ops + (op,))
+        return self._with(batch_ops=self.batch_ops + (op,))
+
+    def filter(
+        self, predicate: Callable[[Chunk], np.ndarray], *, name: str | None = None, version: str | None = None
+    ) -> "Dataset":
+        """Keeps the rows where ``predicate(columns)`` is True (before ``batch`` only).
+
+        The epoch's row count is then unknown until counted: the first call
+        that needs it (``len``, ``to_keras``) runs one counting pass.
+        ``name`` and ``version`` identify it in saved state, as for :meth:`map`.
+        """
+        if self.batch_size is not None:
+            raise ArgumentError(
+                describe(
+                    "filter() after batch()",
+                    expected="filter() before batch(): batches have a fixed size",
+                    fix="move .filter() before .batch()",
+                )
+            )
+        op = filtering(predicate, str(name or getattr(predicate, "__name__", "filter")))
+        op.identity = op_identity(predicate, name, version)  # type: ignore[attr-defined]
+        return self._with(row_ops=self.row_ops + (op,), filtered=True)
+
+    def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
+        """Shuffles fragment order per epoch and rows within windows of fragments.
+
+        ``seed=None`` draws a seed from the operating system once and logs
+        it; the run is then not reproducible unless you pass that seed.
+        ``window`` is the number of fragments whose rows are mixed together;
+        by default, 128 MiB of the data's fragments (at most 64; sharded, a
+        lane's share): a function of the data alone, so the order is the
+        same on every machine (``plan.default_window``). A ``memory_limit``
+        too small for the window is refused at open, naming the window it
+        would hold.
+        """
+        if seed is None:
+            seed = int.from_bytes(os.urandom(4), "little")
+            logger.info("unseeded shuffle: drew seed %d (pass seed=%d to reproduce this run)", seed, seed)
+        if window is not None and window < 1:
+            raise ArgumentError(describe("Invalid window", expected=">= 1 fragment", found=f"{window}"))
+        return self._with(seed=int(seed), window=window)
+
+    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep") -> "Dataset":
+        """Groups rows into batches of exactly ``batch_size`` rows.
+
+        ``last_batch``: ``"keep"`` a short last batch (default), ``"drop"`` it,
+        or ``"pad"`` it to full size by repeating rows, with a mask column
+        that the Keras adapter turns into zero sample weights.
+        """
+        if self.batch_size is not None:
+            raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
+        if last_batch not in ("keep", "drop", "pad"):
+            raise ArgumentError(
+                describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}")
+            )
+        if batch_size < 1:
+            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
+        return self._with(batch_size=int(batch_size), last_batch=last_batch)
+
+    def prefetch(self, depth: int) -> "Dataset":
+        """Keeps up to ``depth`` finished batches ready in a background thread."""
+        return self._with(prefetch_depth=int(depth))
+
+    def shard(self, index: int, count: int, *, lanes: int | None = None, remainder: Remainder = "drop") -> "Dataset":
+        """Keeps worker ``index`` of ``count``'s equal share of every epoch.
+
+        The epoch's order (the unsharded dataset's, for the seed and epoch)
+        is cut into ``lanes`` contiguous lanes of equal length (default:
+        ``count``); this worker serves lanes ``index * lanes / count`` to
+        ``(index + 1) * lanes / count - 1``. Its batch at step ``t`` is its
+        lanes' ``t``-th slices of ``count * batch_size / lanes`` rows, so
+        every worker has the same steps and batch sizes, and the global
+        batches (all workers' step-``t`` batches in worker order) are the
+        same for any ``count`` dividing ``lanes``: keep ``lanes`` and the
+        global batch and a saved state resumes with another worker count.
+        The ``rows % lanes`` rows that cannot be dealt evenly are
+        ``remainder="drop"``: left out (logged, see :meth:`shard_report`),
+        or ``"pad"``: lanes filled with repeated rows of weight 0 (the
+        padding mask the Keras adapter turns into sample weights).
+        """
+        lanes = count if lanes is None else lanes
+        for name, value in (("count", count), ("lanes", lanes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ArgumentError(describe(f"Invalid shard {name}", expected="an integer >= 1", found=repr(value)))
+        if not 0 <= index < count:
+            raise ArgumentError(describe("Invalid shard index", expected=f"in [0, {count})", found=f"{index}"))
+        if lanes % count:
+            valid = [n for n in range(1, lanes + 1) if lanes % n == 0]
+            raise ArgumentError(
+                describe(
+                    "The worker count must divide the lanes",
+                    expected=f"a count dividing lanes={lanes}: one of {valid}",
+                    found=f"count={count}",
+                    fix=f"run {valid} workers, or keep the lanes the job was started with and pick such a count",
+                )
+            )
+        if remainder not in ("drop", "pad"):
+            raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
+        if self.sampler is not None:
+            raise ArgumentError(
+                describe(
+                    "balance() cannot be combined with shard()",
+                    expected="an unbalanced dataset to shard",
+                    fix="shard a dataset without balance(), or balance without sharding",
+                )
+            )
+        if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
+            return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
+        return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
+
+    def with_options(
+        self,
+        *,
+        memory_limit: int | None = None,
+        read_threads: int | None = None,
+        metrics: "bool | StageMetrics | None" = None,
+        autotune: "bool | Autotune | None" = None,
+    ) -> "Dataset":
+        """Sets the memory limit (bytes) that sizes every buffer, and read threads.
+
+        These are machine settings: they size buffers and threads, never what
+        is served or in which order (a state saved under one limit restores
+        under another). A limit too small for a fragment, or for the shuffle
+        window, is refused when the data is opened, naming what to change.
+
+        ``metrics=True`` times every stage of each epoch (see
+        :meth:`EpochIterator.metrics`); a :class:`StageMetrics` given here
+        accumulates across epochs. Off by default, at no cost.
+
+        ``autotune=True`` (or an :class:`~streamfeed.runtime.autotune.Autotune`
+        with its intervals and ceilings) moves read threads, read-ahead and
+        prefetch depth during each epoch, from the consumer's and the
+        producer's waits, never past ``memory_limit``; the batches and their
+        order are the same as without it. Off by default: the layout's
+        settings (or ``read_threads``) stay fixed. Read what it did with
+        ``dataset.autotune.report()`` or :meth:`EpochIterator.tuning`.
+        """
+        return self._with(
+            memory_limit=self.memory_limit if memory_limit is None else int(memory_limit),
+            read_threads=self.read_threads if read_threads is None else int(read_threads),
+            metrics=self.metrics if metrics is None else metrics,
+            autotune=self.autotune if autotune is None else resolve_autotune(autotune),
+        )
+
+    def with_source(self, source: Source) -> "Dataset":
+        """The same pipeline over another source (a subset of its fragments, a cached copy).
+
+        Everything derived from the source (row counts, layout, plans,
+        fingerprint) is derived afresh; the bad-input report is shared, as
+        the input is.
+        """
+        return dataclasses.replace(self, source=source)
+
+    def with_packing(self, pack: Op) -> "Dataset":
+        """Sets the function that turns the user's columns into the model's arrays.
+
+        It runs after every user op: per fragment in the read threads when
+        there are no per-batch ops (so the shuffle moves one packed matrix),
+        otherwise per batch after them. The Keras adapter sets it; the
+        padding mask of ``last_batch="pad"`` passes through unchanged.
+        """
+        return self._with(pack=pack)
+
+    # ------------------------------------------------------------------ sizing
+    def fragment_rows(self) -> list[int]:
+        """Rows each fragment yields after per-fragment ops (counted once if unknown)."""
+        return self.resolution.fragment_rows()
+
+    def epoch_plan(self, epoch: int) -> EpochPlan:
+        """The read units for ``epoch`` (with their sampled sizes when balanced)."""
+        return self.resolution.epoch_plan(epoch)
+
+    def layout(self) -> Layout:
+        """Buffer sizes chosen for the memory limit, with their estimated bytes."""
+        return self.resolution.layout()
+
+    def fragment_pass(
+        self, summarise: Callable[[int, Chunk], T], *, threads: int | None = None, name: str = "pass"
+    ) -> Generator[T | None, None, None]:
+        """``summarise(index, chunk)`` of every fragment read through the per-fragment ops, in fragment order.
+
+        The one pass behind counting after filters, ``compute_stats`` and
+        ``inspect --quality`` (:func:`streamfeed.pipeline.passes.fragment_pass`):
+        read in a bounded pool under the error policy (None for a fragment
+        skipped as bad); close the iterator, or exhaust it, to stop its threads.
+        """
+        return self.resolution.fragment_pass(summarise, threads=threads, name=name)
+
+    def num_rows(self, epoch: int = 0) -> int:
+        """Rows this shard yields per epoch (before last-batch dropping; sharded: filler rows included)."""
+        return self.resolution.positions.rows(epoch)
+
+    def num_batches(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> int:
+        """Batches this shard yields in ``epoch``, or from a saved ``state`` to its epoch's end."""
+        if self.batch_size is None:
+            raise ArgumentError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
+        positions = self.resolution.positions
+        return positions.batches_left(*positions.start(epoch, state))
+
+    def __len__(self) -> int:
+        return self.num_batches() if self.batch_size else self.num_rows()
+
+    def epoch_spec(self, epoch: int) -> EpochSpec:
+        """This dataset resolved for one epoch: all the runtime reads (see ``runtime/spec.py``)."""
+        return self.resolution.epoch_spec(epoch)
+
+    # ---------------------------------------------------------------- sharding
+    def shard_report(self, epoch: int = 0) -> dict:
+        """How ``epoch`` is dealt: rows, lanes, this worker's lanes, steps, and the rows left out or padded."""
+        positions = self.resolution.positions
+        if not isinstance(positions, LanePositions):
+            raise ArgumentError(describe("shard_report() needs shard()", fix="call .shard(index, count) first"))
+        lanes = positions.lanes(epoch)
+        return {
+            "epoch": epoch,
+            "rows": lanes.rows,
+            "lanes": lanes.count,
+            "lane_rows": lanes.length,
+            "remainder": lanes.remainder,
+            "dropped_rows": lanes.dropped,
+            "dropped": [lanes.rows - lanes.dropped, lanes.rows] if lanes.dropped else None,  # rows [a, b) of the order
+            "padded_rows": lanes.padded,
+            "worker": [self.shard_index, self.shard_count],
+            "worker_lanes": list(positions.worker_lanes()),
+            "steps": positions.steps(epoch) if self.batch_size else None,
+        }
+
+    # --------------------------------------------------------------- iterating
+    def iter_epoch(
+        self, epoch: int = 0, *, state: Mapping[str, Any] | None = None, metrics: "bool | StageMetrics | None" = None
+    ) -> "EpochIterator":
+        """Starts the threads of one epoch; close the result (or use ``with``).
+
+        With ``state`` (from :meth:`EpochIterator.get_state`), the epoch and
+        the position in it come from the state, which is checked against
+        this pipeline first. ``metrics`` (default: the dataset's
+        ``with_options(metrics=)``) times the stages; read them with
+        :meth:`EpochIterator.metrics`.
+        """
+        epoch, start = self.resolution.positions.start(epoch, state)
+        return EpochIterator(self.resolution, epoch, start, metrics=self.metrics if metrics is None else metrics)
+
+    def __iter__(self) -> "EpochIterator":
+        return self.iter_epoch(0)
+
+    # ------------------------------------------------------------------- state
+    def fingerprint(self) -> dict:
+        """What a saved state must match to be restored into this pipeline: data and order settings, no machine's."""
+        return copy.deepcopy(self.resolution.fingerprint())
+
+    def initial_state(self, epoch: int = 0) -> dict:
+        """The state at the start of ``epoch``: restoring it starts that epoch afresh."""
+        return self.resolution.positions.initial_state(epoch)
+
+    # --------------------------------------------------------------- balancing
+    def balance(
+        self,
+        label: str,
+        *,
+        stats: Any,
+        proportions: "str | Mapping[Any, float]" = "uniform",
+        samples_per_epoch: int | None = None,
+        seed: int | None = None,
+    ) -> "Dataset":
+        """Draws rows so that the classes of ``label`` appear in target proportions.
+
+        ``proportions``: ``"uniform"`` (every class equally often) or
+        ``{class: weight}`` (normalised; classes left out are not drawn).
+        Rows are drawn with replacement per read unit, with probabilities
+        ``target[c] / count[c]`` from ``stats`` (a ``streamfeed.stats.Stats``),
+        so rare classes are oversampled and common ones undersampled.
+        ``samples_per_epoch`` (default: this shard's rows) is the exact epoch
+        length. Implies a shuffle; ``seed`` defaults to the shuffle's seed.
+        See :mod:`streamfeed.sampling` and :meth:`sampling_report`.
+        """
+        from ..sampling import make_sampler
+
+        if self.lanes is not None:
+            raise ArgumentError(
+                describe(
+                    "balance() cannot be combined with shard()",
+                    expected="an unsharded dataset to balance",
+                    fix="balance without sharding, or shard a dataset without balance()",
+                )
+            )
+        dataset = self if self.shuffled else self.shuffle(seed)
+        draw_seed = seed if seed is not None else dataset.seed
+        sampler = make_sampler(
+            stats,
+            label,
+            proportions=proportions,  # type: ignore[arg-type]
+            samples_per_epoch=samples_per_epoch,
+            seed=cast(int, draw_seed),  # set: dataset is shuffled
+        )
+        return dataset._with(sampler=sampler)
+
+    def sampling_report(self, epoch: int | None = None) -> dict:
+        """Class counts and proportions actually emitted by ``balance`` in ``epoch`` (latest by default)."""
+        if self.sampler is None:
+            raise ArgumentError(describe("sampling_report() needs balance()", fix="call .balance(...) first"))
+        return self.sampler.report(epoch)
+
+    @property
+    def column_names(self) -> list[str]:
+        """The source's columns plus those that map functions declare they add (``fn.new_columns``)."""
+        names = list(self.source.column_names)
+        for op in self.row_ops + self.batch_ops:
+            names += [name for name in getattr(op, "new_columns", ()) if name not in names]
+        return names
+
+    def served_columns(self) -> list[str]:
+        """The columns a batch holds: :attr:`column_names`, or, when a ``map``
+        does not declare what it returns, those of the first batch.
+
+        That batch is read unshuffled (the first fragment or two, not a
+        shuffle window), in a short-lived epoch whose threads stop at once.
+        """
+        if all(hasattr(op, "new_columns") for op in self.row_ops + self.batch_ops):
+            return self.column_names
+        unsharded = self._with(seed=None, window=None, sampler=None, lanes=None, shard_index=0, shard_count=1)
+        with unsharded.iter_epoch(0) as stream:
+            batch = next(stream, None)
+        if batch is None:
+            return self.column_names
+        return [name for name in batch if name != PAD_MASK]
+
+    # ------------------------------------------------------------------- cache
+    def cache(
+        self, directory: "str | os.PathLike[str] | None" = None, *, max_bytes: int | None = None, mode: str = "always"
+    ) -> "Dataset":
+        """Reads each fragment from a Parquet copy of the source once one was written, writing it while reading.
+
+        The first epoch writes the copy as it reads (no extra pass); later
+        epochs, and later datasets of the same source and settings, read it.
+        The source's decoded rows are cached (``map``/``filter`` still run
+        every epoch), so batches, order and saved states are unchanged.
+        ``directory``: default ``$STREAMFEED_CACHE_DIR`` or
+        ``~/.cache/streamfeed/cache``. ``max_bytes``: past it (or on a full
+        disk) caching stops with a warning and reading continues from the
+        source. ``mode="auto"``: cache only if reading the source measured at
+        least twice as slow per row as reading the cache. See
+        :mod:`streamfeed.cache.store`.
+        """
+        from .cache.store import cache_source
+
+        cached = cache_source(self.source, directory, max_bytes=max_bytes, mode=mode)
+        return self._with(source=cached, same_rows=True)  # the cache serves the source's rows
+
+    # ------------------------------------------------------------------- keras
+    def to_keras(
+        self,
+        *,
+        features: Sequence[str] | None = None,
+        label: str | Sequence[str] | None = None,
+        sample_weight: str | None = None,
+        ids: str | None = None,
+        inputs: Literal["matrix", "dict"] = "matrix",
+        dtype: str = "float32",
+        label_dtype: str | None = None,
+        model: Any = None,
+        categorical: Any = None,  # a streamfeed.Stats (typed Any: stats/ is a layer above this one)
+        standardize: bool | Sequence[str] = False,
+    ) -> KerasDataset:
+        """Wraps this dataset for ``model.fit/evaluate/predict`` on any backend (a batched dataset).
+
+        ``features``: the feature columns (default: all but the label, weight,
+        ids and bookkeeping columns such as ``path``); ``label``: one column or
+        several; ``sample_weight``, ``ids``: columns; ``inputs``: one
+        ``"matrix"`` or a ``"dict"`` of named inputs; ``dtype``/``label_dtype``:
+        what the model gets; ``model``: checked against the first batch;
+        ``categorical``: a :class:`streamfeed.Stats` whose string columns
+        become ids; ``standardize``: numeric features standardized from it.
+        See :class:`streamfeed.keras.KerasDataset`, whose keywords these are.
+
+        The one import that runs up the layers: the adapter (and Keras) load
+        only when this is called (``docs/architecture.md``).
+        """
+        from ..keras.adapter import KerasDataset
+
+        return KerasDataset(
+            self,
+            features=features,
+            label=label,
+            sample_weight=sample_weight,
+            ids=ids,
+            inputs=inputs,
+            dtype=dtype,
+            label_dtype=label_dtype,
+            model=model,
+            categorical=categorical,
+            standardize=standardize,
+        )

@@ -1,0 +1,164 @@
+"""One running epoch: its threads, its position and the state to save.
+
+An :class:`EpochIterator` is made by ``Dataset.iter_epoch`` from the
+dataset's :class:`~streamfeed.pipeline.resolve.Resolution`; it runs the
+runtime's producer for the epoch's spec in a background thread and knows
+nothing of the builder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from ..core import Chunk, Position
+from ..memory import Layout
+from ..runtime.autotune import Settings as TunedSettings
+from ..runtime.autotune import TuningReport
+from ..runtime.background import BackgroundIterator
+from ..runtime.shuffle import UnitBuffers
+from .resolve import Resolution
+
+if TYPE_CHECKING:
+    from ..runtime.metrics import StageMetrics
+
+
+def _metrics_follow(timing: "StageMetrics", layout: Layout, limit: int) -> Callable[[TunedSettings, int], None]:
+    """A tuner listener that records its settings as the metrics' layout."""
+
+    def follow(settings: TunedSettings, nbytes: int) -> None:
+        timing.start({**layout.to_dict(), **settings.to_dict(), "estimated_bytes": nbytes}, limit)
+
+    return follow
+
+
+class EpochIterator:
+    """The running form of one epoch: yields batches (dicts of arrays).
+
+    :meth:`get_state` is the JSON-able state to save: restoring it with
+    ``dataset.iter_epoch(state=...)`` continues with the next batch. Owns a
+    producer thread and a read pool: close it (``with``, ``close()``). Its
+    threads also stop at the epoch's end, when a ``KeyboardInterrupt``
+    reaches the consumer, and when the iterator is dropped unclosed (``for
+    batch in dataset: break``). Several threads may share one: each gets
+    ``StopIteration`` at the end of the epoch or after ``close()``.
+    """
+
+    def __init__(
+        self,
+        resolution: Resolution,
+        epoch: int,
+        start: Position | int,
+        *,
+        metrics: "bool | StageMetrics" = False,
+        buffers: UnitBuffers | None = None,
+    ) -> None:
+        from ..runtime.metrics import resolve
+
+        self.resolution = resolution
+        settings = resolution.dataset
+        self.epoch = epoch
+        self.position: Position | int = start  # sharded: the global batches done
+        spec = resolution.epoch_spec(epoch)
+        # The unit buffer pair, shared with the epoch started by successor(); set once every fragment is read.
+        self._buffers = buffers = buffers if buffers is not None else UnitBuffers()
+        self._reads_done = reads_done = threading.Event()
+        self._metrics = timing = resolve(metrics)
+        limit = resolution.memory_limit
+        if timing is not None:
+            timing.start(spec.layout.to_dict(), limit)
+        self._tuner = tuner = None
+        if settings.autotune is not None:  # the tuner travels in the spec, to every reader of the epoch
+            self._tuner = tuner = settings.autotune.start(spec.layout, resolution.tuning_budget())
+            spec = dataclasses.replace(spec, tuner=tuner)
+            if timing is not None:  # the metrics' layout (bench's read-pool share) follows the tuned settings
+                tuner.on_change(_metrics_follow(timing, spec.layout, limit))
+        # Neither the producer thread nor the finalizer may refer to self: a
+        # dropped iterator must be collected for its threads to be stopped.
+        self._background: BackgroundIterator[tuple[Chunk, Position | int]] = BackgroundIterator(
+            resolution.positions.producer(spec, start, timing, buffers, reads_done),  # type: ignore[arg-type]
+            depth=spec.layout.prefetch if tuner is None else tuner.settings.prefetch,
+            name="streamfeed-epoch",
+            metrics=timing,
+            tuner=tuner,
+        )
+        self._finalizer = weakref.finalize(self, self._background.close)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return self
+
+    def __next__(self) -> Chunk:
+        try:
+            batch, self.position = next(self._background)
+        except KeyboardInterrupt:  # Ctrl-C in a bare for loop: nothing else would close it
+            self.close()
+            raise
+        return batch
+
+    @property
+    def reads_done(self) -> bool:
+        """Whether every fragment of the epoch has been read (its last unit is being served)."""
+        return self._reads_done.is_set()
+
+    def successor(self, state: Mapping[str, Any]) -> "EpochIterator":
+        """Starts the epoch at ``state`` now, to read while this one's last batches are served.
+
+        Call it once :attr:`reads_done`: this epoch's reader is closed then,
+        and the two share one pair of unit buffers, so the pipeline stays in
+        its memory layout (the successor loads its first unit into the buffer
+        this epoch no longer needs, and waits for the other). ``state`` is
+        checked like :meth:`Dataset.iter_epoch`'s. Sharded epochs keep
+        buffers of their own per lane.
+        """
+        resolution = self.resolution
+        epoch, start = resolution.positions.start(0, state)
+        return EpochIterator(resolution, epoch, start, metrics=resolution.dataset.metrics, buffers=self._buffers)
+
+    @property
+    def wait_seconds(self) -> float:
+        """Time the consumer spent blocked waiting for batches."""
+        return self._background.wait_seconds
+
+    def metrics(self) -> dict | None:
+        """A snapshot of the stage metrics, or None when metrics are off."""
+        return None if self._metrics is None else self._metrics.snapshot()
+
+    def tuning(self) -> TuningReport | None:
+        """This epoch's autotuning so far (settings, every change and why), or None without autotuning."""
+        return None if self._tuner is None else self._tuner.report()
+
+    def get_state(self) -> dict:
+        """The state after the last batch handed out.
+
+        Once no batch of this epoch is left (after its last batch, or before
+        rows that ``last_batch="drop"`` leaves out), it is the next epoch's
+        start, so that restoring it never yields an empty epoch. States share
+        their ``fingerprint`` dict with the pipeline (one per batch would be
+        a copy per batch): copy a state before editing what is inside it.
+        """
+        return self.resolution.positions.state(self.epoch, self.position)  # type: ignore[arg-type]
+
+    def memory(self) -> dict[str, int]:
+        """The pipeline's own buffer estimate next to the process's measured RSS."""
+        from ..memory import peak_rss_bytes, rss_bytes
+
+        tuned = self.tuning()
+        estimated = self.resolution.layout().estimated_bytes if tuned is None else tuned.estimated_bytes
+        return {
+            "estimated_pipeline_bytes": estimated,
+            "memory_limit_bytes": self.resolution.memory_limit,
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
+        }
+
+    def close(self) -> None:
+        """Stops the epoch's threads and waits for them; safe to call more than once."""
+        self._finalizer()
+
+    def __enter__(self) -> "EpochIterator":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
