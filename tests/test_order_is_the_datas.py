@@ -42,9 +42,7 @@ def _pipeline(path: str) -> sf.Dataset:
     return sf.read_parquet(path, columns=["id", *[f"f{i}" for i in range(15)]]).shuffle(seed=7).batch(1000)
 
 
-MACHINES = [
-    pytest.param({"memory_limit": limit}, id=f"memory_limit={limit // 2**20}MiB") for limit in LIMITS
-] + [
+MACHINES = [pytest.param({"memory_limit": limit}, id=f"memory_limit={limit // 2**20}MiB") for limit in LIMITS] + [
     pytest.param({"read_threads": 1}, id="read_threads=1"),
     pytest.param({"read_threads": 4, "memory_limit": LIMITS[-1]}, id="read_threads=4"),
     pytest.param({"autotune": True}, id="autotune"),
