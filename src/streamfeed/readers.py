@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .sources.images.decode import Decoder, OutputDType, Resize
     from .sources.images.listing import FollowLinks, Labels
     from .sources.numpy import Specs
-    from .sources.tfrecord.source import Compression
+    from .sources.tfrecord.index import Compression
 
 FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
 

@@ -30,7 +30,7 @@ from streamfeed.pipeline import Dataset
 from streamfeed.readers import read_tfrecord
 from streamfeed.sources.tfrecord import fast, framing
 from streamfeed.sources.tfrecord import format as fmt
-from streamfeed.sources.tfrecord import source as tfrecord_source
+from streamfeed.sources.tfrecord import index as tfrecord_index
 from streamfeed.sources.tfrecord.source import TFRecordSource
 from streamfeed.writers.tfrecord import write_tfrecord
 
@@ -467,8 +467,8 @@ def test_scan_and_split_equal_a_record_by_record_walk(seed, monkeypatch):
     for _ in range(40):
         data = random_file(rng)
         fragment_bytes = rng.choice([1, 100, 1000, 1 << 20])
-        monkeypatch.setattr(tfrecord_source, "_BLOCK", rng.choice([97, 2048, 1 << 20]))
-        index = tfrecord_source._scan_plain(Stream(data), "p", len(data), fragment_bytes)
+        monkeypatch.setattr(tfrecord_index, "_BLOCK", rng.choice([97, 2048, 1 << 20]))
+        index = tfrecord_index._scan_plain(Stream(data), "p", len(data), fragment_bytes)
         problem = index.problem and astuple(index.problem)
         assert (index.records, index.ranges, problem, index.data_bytes) == reference_scan(data, fragment_bytes)
         # split_records: the same records, and the same data CRC verdicts as one check per record
