@@ -561,19 +561,29 @@ def test_unreadable_file_is_named(tmp_path):
 
 
 # ------------------------------------------------------------------ memory layout
-def test_window_shrinks_with_the_memory_limit_and_one_fragment_must_fit(pyarrow_file):
+def test_the_window_is_the_datas_under_every_limit_and_one_fragment_must_fit(pyarrow_file):
+    """A limit sizes read-ahead and prefetch; the window (and so the order) stays the data's, or is refused."""
     ds = sf.read_parquet(pyarrow_file).shuffle(1).batch(32)
     per_fragment = ds.source.row_bytes * 600 / 7
-    limits = [int(per_fragment * k) for k in (1000, 200, 60, 30, 16, 10)]
-    layouts = [ds.with_options(memory_limit=limit).layout() for limit in limits]
-    windows = [layout.window for layout in layouts]
-    assert windows == sorted(windows, reverse=True) and windows[0] > windows[-1] >= 1, windows
-    for limit, layout in zip(limits, layouts):
+    roomy = [int(per_fragment * k) for k in (1000, 200, 60, 30)]
+    layouts = [ds.with_options(memory_limit=limit).layout() for limit in roomy]
+    assert [layout.window for layout in layouts] == [7] * 4  # all 7 row groups, whatever the limit
+    assert layouts[-1].read_ahead < layouts[0].read_ahead
+    for limit, layout in zip(roomy, layouts):
         assert layout.estimated_bytes <= limit
     # A tight but possible limit still reads every row exactly once.
-    tight = ds.with_options(memory_limit=limits[-1])
+    tight = ds.with_options(memory_limit=roomy[-1])
     with tight.iter_epoch(0) as it:
         np.testing.assert_array_equal(np.sort(np.concatenate([b["id"] for b in it])), np.arange(600))
+
+    narrow = int(per_fragment * 16)  # holds one fragment, not two units of seven
+    with pytest.raises(MemoryError) as excinfo:
+        ds.with_options(memory_limit=narrow).layout()
+    text = message(excinfo)
+    assert "window=" in text and "memory_limit" in text
+    held = int(text.split("window=")[1].split(" ")[0])
+    chosen = sf.read_parquet(pyarrow_file).shuffle(1, window=held).batch(32).with_options(memory_limit=narrow)
+    assert chosen.layout().estimated_bytes <= narrow
 
     too_small = ds.with_options(memory_limit=int(per_fragment))
     with pytest.raises(MemoryError) as excinfo:

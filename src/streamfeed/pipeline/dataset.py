@@ -199,14 +199,7 @@ class Dataset(Settings):
             )
         if remainder not in ("drop", "pad"):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
-        if self.sampler is not None:
-            raise ArgumentError(
-                describe(
-                    "balance() cannot be combined with shard()",
-                    expected="an unbalanced dataset to shard",
-                    fix="shard a dataset without balance(), or balance without sharding",
-                )
-            )
+        _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
             return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
         return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
@@ -378,14 +371,7 @@ class Dataset(Settings):
         """
         from ..sampling import make_sampler
 
-        if self.lanes is not None:
-            raise ArgumentError(
-                describe(
-                    "balance() cannot be combined with shard()",
-                    expected="an unsharded dataset to balance",
-                    fix="balance without sharding, or shard a dataset without balance()",
-                )
-            )
+        _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
@@ -444,7 +430,7 @@ class Dataset(Settings):
         least twice as slow per row as reading the cache. See
         :mod:`streamfeed.cache.store`.
         """
-        from .cache.store import cache_source
+        from ..cache import cache_source
 
         cached = cache_source(self.source, directory, max_bytes=max_bytes, mode=mode)
         return self._with(source=cached, same_rows=True)  # the cache serves the source's rows
@@ -492,4 +478,16 @@ class Dataset(Settings):
             model=model,
             categorical=categorical,
             standardize=standardize,
+        )
+
+
+def _refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
+    """``balance()`` and ``shard()`` do not combine: a balanced draw is per read unit, lanes cut the plain order."""
+    if balanced and sharded:
+        raise ArgumentError(
+            describe(
+                "balance() cannot be combined with shard()",
+                expected="a dataset that is balanced or sharded, not both",
+                fix="balance without sharding, or shard a dataset without balance()",
+            )
         )
