@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = _uptime()
 
     from streamfeed.cache import parts as cache_parts
-    from streamfeed.cache import store as caching
+    from streamfeed.cache import writer as caching
 
     if args.images:
         from streamfeed.readers import read_images

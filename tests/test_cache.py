@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamfeed.cache import store as caching
-from streamfeed.cache.store import CachedSource, CacheWarning
+from streamfeed.cache import CachedSource, CacheWarning
+from streamfeed.cache import writer as cache_writer  # where parts are written: write_part, WRITE_QUEUE
 from streamfeed.errors import ManifestMismatchError
 from streamfeed.files.paths import MANIFEST_NAME
 from streamfeed.files.publish import verify_output
@@ -128,13 +128,13 @@ def _image_folder(root: Path) -> Path:
 def _recording_writers(monkeypatch) -> list[str]:
     """The names of the threads that write parts, from now on."""
     writers: list[str] = []
-    write_part = caching.write_part
+    write_part = cache_writer.write_part
 
     def recording(chunk, path):
         writers.append(threading.current_thread().name)
         return write_part(chunk, path)
 
-    monkeypatch.setattr(caching, "write_part", recording)
+    monkeypatch.setattr(cache_writer, "write_part", recording)
     return writers
 
 
@@ -145,6 +145,16 @@ def test_read_only_chunks_are_written_by_the_writer_thread(data, tmp_path, monke
     _same(_epoch(cached, 0), _epoch(_open(data).shuffle(2).batch(64), 0))
     assert "streamfeed-cache-writer" in writers  # the first part at least (read threads write when it is behind)
     assert (_published(cached) / MANIFEST_NAME).is_file()  # published when the epoch's last batch was served
+    verify_output(_published(cached))
+
+
+def test_a_queue_of_no_parts_has_the_read_threads_write(data, tmp_path, monkeypatch):
+    """``WRITE_QUEUE = 0`` (as the tests and ``benchmarks/cache.py --inline`` set it) leaves the writer thread idle."""
+    monkeypatch.setattr(cache_writer, "WRITE_QUEUE", 0)
+    writers = _recording_writers(monkeypatch)
+    cached = _open(data).cache(tmp_path / "cache").batch(64)
+    _same(_epoch(cached, 0), _epoch(_open(data).batch(64), 0))
+    assert writers and "streamfeed-cache-writer" not in writers
     verify_output(_published(cached))
 
 
@@ -316,7 +326,7 @@ def test_an_unwritable_cache_degrades_to_the_source(data, tmp_path, monkeypatch,
     written before the sabotage; with the thread, parts may or may not be.
     """
     if writer == "inline":
-        monkeypatch.setattr(caching, "WRITE_QUEUE", 0)
+        monkeypatch.setattr(cache_writer, "WRITE_QUEUE", 0)
     cache = tmp_path / "cache"
     moved = tmp_path / "moved"
     sabotaged: list[str] = []
@@ -351,8 +361,8 @@ def test_a_part_arrow_cannot_write_stops_caching_not_reading(data, tmp_path, mon
     import pyarrow as pa
 
     if writer == "inline":
-        monkeypatch.setattr(caching, "WRITE_QUEUE", 0)
-    write_part = caching.write_part
+        monkeypatch.setattr(cache_writer, "WRITE_QUEUE", 0)
+    write_part = cache_writer.write_part
     calls: list[str] = []
 
     def refusing(chunk, path):
@@ -361,7 +371,7 @@ def test_a_part_arrow_cannot_write_stops_caching_not_reading(data, tmp_path, mon
             raise pa.ArrowInvalid("injected: a column Arrow cannot write")
         return write_part(chunk, path)
 
-    monkeypatch.setattr(caching, "write_part", refusing)
+    monkeypatch.setattr(cache_writer, "write_part", refusing)
     cached = _open(data).cache(tmp_path / "cache").shuffle(4).batch(64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,0 +1,47 @@
+"""The conversion cache behind :meth:`Dataset.cache <streamfeed.pipeline.Dataset.cache>`.
+
+A slow source's fragments are kept as part files, written while the first
+epoch reads them; later epochs and runs read the parts. One job a module:
+
+- ``source.py``: :func:`cache_source`, the :class:`CachedSource` and
+  :class:`CachedFragment` that stand in for the source (same fingerprint,
+  fragments and plan), and :func:`default_directory`;
+- ``key.py``: :func:`cache_key`, what the cache is keyed by (the source's
+  type, fingerprint and columns, :data:`CACHE_FORMAT_VERSION`);
+- ``store.py``: :class:`FragmentStore`, the read-through of one source
+  (a part when it is intact, else the source) under its one lock, and
+  :class:`CacheWarning`;
+- ``writer.py``: :class:`~.writer.PartWriter`, who writes a part: the
+  writer thread through its queue of one part (:data:`~.writer.WRITE_QUEUE`),
+  or the read thread;
+- ``staging.py``: :class:`~.staging.Staging`, which parts exist on disk: the staging
+  directory and its journal, adopting a dead run's parts, publishing with
+  the manifest, stopping on a full disk or ``max_bytes``;
+- ``parts.py``: the part file format (Parquet or Arrow IPC, checksummed);
+- ``auto.py``: ``mode="auto"``, :func:`probe_cache` and
+  :data:`AUTO_MIN_RATIO`, the measured decision whether to cache.
+
+Imports run source -> store -> writer -> staging -> key/parts, and
+source -> auto -> key/parts; the package may import only ``core``,
+``errors``, ``memory`` and ``files`` (``tests/test_layering.py``).
+"""
+
+from .auto import AUTO_MIN_RATIO, CacheProbe, probe_cache, should_cache
+from .key import CACHE_FORMAT_VERSION, cache_key
+from .source import CachedFragment, CachedSource, cache_source, default_directory
+from .store import CacheWarning, FragmentStore
+
+__all__ = [
+    "AUTO_MIN_RATIO",
+    "CACHE_FORMAT_VERSION",
+    "CacheProbe",
+    "CacheWarning",
+    "CachedFragment",
+    "CachedSource",
+    "FragmentStore",
+    "cache_key",
+    "cache_source",
+    "default_directory",
+    "probe_cache",
+    "should_cache",
+]

@@ -6,14 +6,16 @@ column (decoded images) is an Arrow IPC file (:func:`part_format` says
 why); n-D columns are one fixed-size binary value of raw bytes per row
 (:func:`part_table`). Every part's whole file is hashed (:data:`PART_DIGEST`)
 as it is written, and :func:`read_part` serves it only if that checksum
-still holds. ``caching.py`` decides which parts to write, where, and when
-they are published.
+still holds. A part is named by its fragment (:func:`part_name`,
+:data:`PART_NAME`). Which parts to write, where, and when they are
+published is decided by ``store.py``, ``writer.py`` and ``staging.py``.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -26,11 +28,18 @@ from ..files.arrow import ColumnPolicy, Where, column_to_arrow, table_to_chunk
 from ..files.publish import DIGESTS
 
 PART_COMPRESSION = "none"  # see docs/self-healing.md: snappy cost write CPU for no size gain on floats
-PART_DIGEST = "xxh3_128"  # of each part's whole file (writers.publish.DIGESTS): see write_part
+PART_DIGEST = "xxh3_128"  # of each part's whole file (files.publish.DIGESTS): see write_part
 _TENSOR = b"streamfeed.cache.tensor"  # field metadata of an n-D column stored as fixed-size binary
 # A cached chunk holds exactly what the source yielded, after its null policy: converting it back must
 # apply no policy again ("mask" applies none and leaves NaN a value, as the source let it through).
 _AS_WRITTEN = ColumnPolicy(nulls="mask")
+PART_NAME = re.compile(r"part-(?P<index>\d{6})\.(?:parquet|arrow)")
+"""The file name of a part: its fragment's index and its format (:func:`part_name`)."""
+
+
+def part_name(index: int, chunk: Chunk) -> str:
+    """The file name of fragment ``index``'s part holding ``chunk``: ``part-<index:06d>.<format>``."""
+    return f"part-{index:06d}.{part_format(chunk)}"
 
 
 def part_table(chunk: Chunk) -> pa.Table:

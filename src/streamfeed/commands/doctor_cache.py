@@ -41,7 +41,7 @@ def cache_finding(dataset: Any, source_format: str, seconds: float) -> Finding:
     often reads back faster from a part without dictionaries, but its reads
     rarely set the pace.
     """
-    from ..cache.store import AUTO_MIN_RATIO, cache_key, default_directory, probe_cache
+    from ..cache import AUTO_MIN_RATIO, cache_key, default_directory, probe_cache
     from ..files.paths import MANIFEST_NAME
 
     sized = [fragment for fragment in dataset.source.fragments if fragment.num_rows > 0]

@@ -1,0 +1,30 @@
+"""What the conversion cache is keyed by: the source's identity and the version of what a part holds.
+
+The key hashes the source's type, its fingerprint (files with size and
+modification time, null policy, columns, decode options such as the image
+size) and :data:`CACHE_FORMAT_VERSION`: a changed file or setting reads
+and writes another key, so a cache is never served for rows it does not
+hold. The cached dataset keeps the source's own fingerprint (``source.py``):
+the key names the directory, not the dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..core import Source
+
+CACHE_FORMAT_VERSION = 4  # 2: n-D columns as fixed-size binary; 3: xxh3_128, no page checksums; 4: .arrow parts
+"""Bumped when what a part holds changes: older caches then get another key and are not reused."""
+
+
+def cache_key(source: Source) -> str:
+    """The cache's name for ``source``: its type, fingerprint and columns, and the cache format version."""
+    identity = {
+        "cache_format": CACHE_FORMAT_VERSION,
+        "type": f"{type(source).__module__}.{type(source).__qualname__}",
+        "source": source.fingerprint(),
+        "columns": list(source.column_names),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
