@@ -15,7 +15,7 @@ One process measures in turn:
   Parquet cache as it goes: CSV parts by the cache's writer thread, decoded
   images by the read threads);
 * ``writing_inline`` (``--inline``): the same with the writer thread off
-  (``caching.WRITE_QUEUE = 0``: each read thread writes its own part, as
+  (``cache.writer.WRITE_QUEUE = 0``: each read thread writes its own part, as
   before the writer thread; for images the same as ``writing``);
 * ``reading``: the cached dataset's epoch 2 (reads the cache only).
 

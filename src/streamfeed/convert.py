@@ -5,7 +5,7 @@ Columns keep their dtypes; arrays with more than one dimension per row
 the field metadata, which ``read_parquet`` restores, so reading the shards
 gives back exactly the samples that were written.
 
-The destination directory is published whole (``writers/publish.py``): the
+The destination directory is published whole (``files/publish.py``): the
 shards are written into a hidden temporary sibling, a manifest
 (``_streamfeed_manifest.json``: every shard's rows, bytes and sha256) is
 written last, and one rename of the directory puts it in place. A killed

@@ -430,7 +430,7 @@ def test_a_point_decimal_file_with_semicolons_keeps_the_point(tmp_path):
     assert read_csv(path).source.decimal == "."
 
 
-# ------------------------------------------------- fast paths (benchmarks/csv.py)
+# ------------------------------------------------- fast paths (benchmarks/csv_read.py)
 def _scan_fields(scanner: Scanner) -> tuple:
     return (
         scanner.rows,

@@ -2,7 +2,7 @@
 
 The destination directory appears whole, with its manifest, or not at all;
 an existing non-empty one is refused unless ``--overwrite`` and it holds a
-previous output, which is then replaced atomically (``writers/publish.py``).
+previous output, which is then replaced atomically (``files/publish.py``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ module of its own:
    rows/s, read threads and how busy they were, the stage that sets the
    pace, the buffers against the memory limit, and the settings the
    autotuner reached (``doctor_pipeline``);
-2. the conversion cache's own measurement (``cache.store.probe_cache``,
+2. the conversion cache's own measurement (``cache.probe_cache``,
    what ``cache(mode="auto")`` decides from), repeated on up to three
    fragments spread over the data: reading the rows from the source against
    reading the same rows back from a cache part; then whole epochs of the

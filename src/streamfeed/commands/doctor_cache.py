@@ -1,7 +1,7 @@
 """``streamfeed doctor``'s second measurement: would a cache of the converted data make epochs faster?
 
 Two measurements on up to :data:`PROBE_FRAGMENTS` fragments spread over the
-data: per row, the cache's own probe (``cache.store.probe_cache``, what
+data: per row, the cache's own probe (``cache.probe_cache``, what
 ``cache(mode="auto")`` decides from); per epoch, the same pipeline over just
 those fragments (``Dataset.with_source(SubsetSource(...))``) from the source
 and from a cache of them in a temporary directory. Its own module because
@@ -28,7 +28,7 @@ PROBE_FRAGMENTS = 3  # fragments the cache measurement reads, spread over the da
 def cache_finding(dataset: Any, source_format: str, seconds: float) -> Finding:
     """The cache's two measurements, on up to :data:`PROBE_FRAGMENTS` fragments spread over the data.
 
-    Per row: ``cache.store.probe_cache`` (what ``cache(mode="auto")`` decides
+    Per row: ``cache.probe_cache`` (what ``cache(mode="auto")`` decides
     from), the fragment read from the source against the same rows read
     back from a cache part. Per epoch: the same pipeline (shuffle, batch,
     threads, memory limit) over just those fragments, an epoch from the

@@ -8,7 +8,7 @@ built: retried, counted, optionally cached). Hidden and bookkeeping
 files (``.crc``, ``_SUCCESS``, ``_metadata``) are left out.
 
 A directory that streamfeed's writers published holds a manifest
-(``_streamfeed_manifest.json``, written last, see ``writers/publish.py``);
+(``_streamfeed_manifest.json``, written last, see ``files/publish.py``);
 reading such a directory checks its files against it (:func:`check_manifests`).
 """
 

@@ -60,7 +60,7 @@ from .paths import DIGEST_NAMES, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSIO
 _TEMPORARY = re.compile(r"\.(?P<name>.+)\.streamfeed-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}")
 _BLOCK = 4 * 2**20
 DIGESTS: dict[str, Callable[..., Any]] = {"sha256": hashlib.sha256, "xxh3_128": xxhash.xxh3_128}
-"""The checksums a manifest entry may list (``sources._paths.DIGEST_NAMES``), by name."""
+"""The checksums a manifest entry may list (``files.paths.DIGEST_NAMES``), by name."""
 assert tuple(DIGESTS) == DIGEST_NAMES
 
 

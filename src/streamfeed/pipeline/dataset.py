@@ -428,7 +428,7 @@ class Dataset(Settings):
         disk) caching stops with a warning and reading continues from the
         source. ``mode="auto"``: cache only if reading the source measured at
         least twice as slow per row as reading the cache. See
-        :mod:`streamfeed.cache.store`.
+        :mod:`streamfeed.cache`.
         """
         from ..cache import cache_source
 

@@ -9,7 +9,7 @@ UTF-8) a ``bytes_list``. A column of shape ``(rows, *shape)`` stores
 
 Files are named ``name-00000-of-00004.tfrecord`` (``.tfrecord.gz`` with
 GZIP). Their directory is the unit of output, published whole
-(``writers/publish.py``): the shards are written into a hidden temporary
+(``files/publish.py``): the shards are written into a hidden temporary
 sibling directory, named once their count is known, listed in a manifest
 written last, and the directory is put in place with one rename. A crash
 leaves no directory, or the previous one, never a set that looks whole.
