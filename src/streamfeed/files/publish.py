@@ -32,7 +32,7 @@ Object stores have no rename of a directory: there the manifest goes into
 the destination *first* (one atomic put) and the shards are moved in after
 it, so a reader sees the old output, or a manifest whose shards are not all
 there yet (refused by the reader), or the new output. Readers check names
-and sizes at every open (``sources/_paths.check_manifests``);
+and sizes at every open (``files/paths.check_manifests``);
 :func:`verify_output` also checks every checksum.
 """
 

@@ -11,9 +11,9 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   measured);
 * **retries** transient network errors with backoff and jitter up to
   ``deadline`` seconds per request, then raises ``NetworkError``
-  (``sources/_retry.py``);
+  (``files/retry.py``);
 * **counts** requests, retries and bytes (:class:`StorageCounters`, shown by ``bench``);
-* optionally **caches** fetched ranges on local disk (``sources/_range_cache.py``).
+* optionally **caches** fetched ranges on local disk (``files/range_cache.py``).
 
 Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
 """

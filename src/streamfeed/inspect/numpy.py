@@ -5,7 +5,7 @@ inflate to many GB, so nothing is loaded whole: the bytes to decode are
 sized from the header (rows x row bytes) and checked against the sample
 budget (a share of the memory limit) before anything is allocated, and a
 deflated member is decompressed forward only as far as the sample's last
-byte, with the readers' streaming inflater (``sources/_inflate.py``).
+byte, with the readers' streaming inflater (``files/inflate.py``).
 ``full=True`` counts NaN over every value in pieces of bounded size, and
 checks the member's CRC and length on the way.
 """

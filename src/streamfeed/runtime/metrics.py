@@ -88,7 +88,7 @@ class StageMetrics:
 
     # ---------------------------------------------------------------- recording
     def watch_storage(self, counters: Any) -> None:
-        """Reports the storage's requests, retries and bytes (``sources/_storage.StorageCounters``) from now on.
+        """Reports the storage's requests, retries and bytes (``files/storage.StorageCounters``) from now on.
 
         The counters live on the filesystem, outside the stages: the
         snapshot's ``storage`` is what they counted since this call.

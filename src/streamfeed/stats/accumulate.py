@@ -7,7 +7,7 @@ fixed-size lists ``(n, d)``) are summarised over *all* their values;
 columns of shape ``(n, h, w, c)`` are images, summarised per channel.
 
 Dates and times are numeric: the Arrow sources yield them as float64
-seconds since the epoch, UTC (``sources/_arrow.py``), and a NumPy
+seconds since the epoch, UTC (``files/arrow.py``), and a NumPy
 ``datetime64``/``timedelta64`` column (from a ``map``, say) is converted
 the same way here, NaT counted as a null. Their statistics are in the
 seconds a model sees; ``datetime`` records the original type.

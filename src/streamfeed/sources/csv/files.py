@@ -1,4 +1,4 @@
-"""Where a CSV file's bytes come from: codecs, streams, the head, the count cache.
+"""Where a CSV file's bytes come from: codecs, streams, the head, the row-count index.
 
 Owns what the source, the options and the fragments all need about a file
 as bytes on a filesystem: which compression its suffix names and whether it

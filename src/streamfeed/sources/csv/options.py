@@ -7,7 +7,7 @@ check that a header parsed as one column is a wrong delimiter, the
 ASCII-compatibility and strict decoding of the encoding, and type
 inference (sampled from each file's first MiB, then unified to one type per
 column). Kept apart from ``csv.py`` so that the source reads as the steps
-of opening files, and from ``_csv_fragment.py``, which only applies them.
+of opening files, and from ``fragment.py``, which only applies them.
 """
 
 from __future__ import annotations

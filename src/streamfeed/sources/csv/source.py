@@ -1,19 +1,19 @@
 """CSV files (plain, gzip, bz2, zstd), read by pyarrow's CSV parser.
 
 When the source opens, every file is scanned once for its exact row count
-(``_csv_scan.py``: a vectorised, quote-aware newline count over large byte
+(``scan.py``: a vectorised, quote-aware newline count over large byte
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
 mtime), so steps per epoch are known before the first batch; the next
-block is read while one is scanned (``_csv_scan.scan_stream``). The same scan
+block is read while one is scanned (``scan.scan_stream``). The same scan
 cuts a large file into byte ranges of about ``fragment_bytes`` at record
 boundaries; each range is a fragment that a read thread opens, seeks and
 parses on its own, with the header's column names.
 
 A gzip file is cut the same way, in decompressed bytes: the counting pass
-keeps a decompressor checkpoint per range (``_inflate.py``, about 40 KiB
+keeps a decompressor checkpoint per range (``files/inflate.py``, about 40 KiB
 each), and a fragment resumes from its checkpoint and decompresses only its
 own bytes, so memory is bounded by the fragment, not the file. Checkpoints
-cannot be stored in the JSON count cache, so opening a gzip file always
+cannot be stored in the JSON row-count index, so opening a gzip file always
 takes one decompression pass (when the counts are cached, a pass without
 the scan, stopping at the last range's start).
 
@@ -31,9 +31,9 @@ later value that does not fit names its file, line and column. Line numbers
 in messages are physical lines (a quoted value may span several).
 
 This module opens the files (``CsvSource``) and is the public API
-(``read_csv``); beside it, ``_csv_options.py`` holds the dialect, delimiter
-sniffing and type inference, ``_csv_fragment.py`` reads one byte range, and
-``_csv_files.py`` holds codecs, streams and the count cache.
+(``read_csv``); beside it, ``options.py`` holds the dialect, delimiter
+sniffing and type inference, ``fragment.py`` reads one byte range, and
+``files.py`` holds codecs, streams and the row-count index.
 """
 
 from __future__ import annotations

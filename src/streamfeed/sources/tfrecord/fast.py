@@ -21,7 +21,7 @@ records small enough to stay in the cache at a time:
 
 Everything else (records of a length too rare to learn, records in another
 map order or another encoding, missing features, lists of another length,
-malformed data) goes to the general parser (``_tfrecord_format.py``), so
+malformed data) goes to the general parser (``format.py``), so
 results, errors and their messages are the general parser's, record for
 record: a record the layout accepts is one the general parser decodes
 without error to the same values (a layout is only learned from a record in
@@ -309,7 +309,7 @@ def _extract(
 def decode_examples(
     buf: np.ndarray, raw: bytes, starts: np.ndarray, lengths: np.ndarray, specs: Sequence[fmt.FeatureSpec]
 ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
-    """The general parser's :func:`~._tfrecord_format.decode_examples`, records of a shared layout at once.
+    """The general parser's :func:`~.format.decode_examples`, records of a shared layout at once.
 
     Same arguments (``buf`` is ``raw`` followed by ``PAD_BYTES`` zeros), same
     results: columns and ``{record position: why}``.

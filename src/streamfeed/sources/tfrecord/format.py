@@ -1,6 +1,6 @@
 """``tf.train.Example`` decoding and encoding, without TensorFlow.
 
-Each record's data (framed by ``_tfrecord_framing.py``) is usually a
+Each record's data (framed by ``framing.py``) is usually a
 serialized ``tf.train.Example``::
 
     Example  { Features features = 1; }
@@ -15,7 +15,7 @@ gathers packed floats with one fancy index and decodes packed int64 varints
 with a vectorized varint decoder. Records in an unusual but valid encoding
 (unpacked lists, fields out of canonical order, unknown fields) fall back to
 a small pure-Python parser, so any valid Example decodes. This is the
-general parser; ``_tfrecord_fast.py`` decodes records that share one byte
+general parser; ``fast.py`` decodes records that share one byte
 layout much faster and hands every other record to it.
 """
 

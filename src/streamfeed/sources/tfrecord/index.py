@@ -12,7 +12,7 @@ A GZIP file is cut the same way, in decompressed bytes: its counting pass
 (``files/inflate.py``), and a fragment resumes from its checkpoint and
 decompresses only up to its last record, so memory is bounded by the
 fragment, never the file. The checkpoints (about 40 KiB each, one per
-range) live in the in-process scan cache with the counts, so opening the
+range) live in the in-process scan index with the counts, so opening the
 same unchanged file again in the process costs no pass.
 
 After a *length* field whose CRC does not match, no later record can be
