@@ -36,7 +36,8 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, describe
-from ..pipeline import Dataset, EpochIterator
+from ..pipeline.iterator import EpochIterator
+from ..pipeline.served import ServedDataset
 from ..runtime.batch import PAD_MASK
 from . import feeds
 from ._keras_internals import (
@@ -97,7 +98,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: ServedDataset,
         *,
         features: Sequence[str] | None = None,
         label: str | Sequence[str] | None = None,
