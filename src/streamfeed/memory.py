@@ -30,6 +30,11 @@ whole limit while a 10 000 x 10 000 RGB scan fits the default 512 MiB.
 """
 
 
+def default_read_threads(read_parallelism: int | None = None) -> int:
+    """Read threads when none are named: at most 4, at most the cores, at most what the source can use at once."""
+    return min(4, os.cpu_count() or 1, read_parallelism or 4)
+
+
 def resolve_memory_limit(memory_limit: int | None) -> int:
     """The limit in force: ``memory_limit``, or :data:`DEFAULT_MEMORY_LIMIT` when None (the one place that says so)."""
     return DEFAULT_MEMORY_LIMIT if memory_limit is None else int(memory_limit)
@@ -148,7 +153,7 @@ def plan_layout(
                 "(streamfeed convert writes row groups sized for streaming)",
             )
         )
-    threads = read_threads or min(4, os.cpu_count() or 1, read_parallelism or 4)
+    threads = read_threads or default_read_threads(read_parallelism)
     depth = prefetch or 8
     window = window if shuffled else 1
     ahead = max(threads, window) if shuffled else 2 * threads

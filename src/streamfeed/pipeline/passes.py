@@ -12,20 +12,15 @@ not started and waits for what has.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 from typing import Callable, Generator, Sequence, TypeVar
 
 from ..core import Chunk, Fragment
 from ..errors import BadInputReport
+from ..memory import default_read_threads
 from ..runtime.reader import in_order, read_fragment
 from ..runtime.spec import Op
 
 T = TypeVar("T")
-
-
-def default_threads() -> int:
-    """Threads of a pass when none are named: the read pool's default (at most 4, at most the cores)."""
-    return min(4, os.cpu_count() or 1)
 
 
 def fragment_pass(
@@ -44,7 +39,7 @@ def fragment_pass(
     ``summarise`` runs in the pool's threads, so its NumPy work runs in
     parallel; the caller merges the results in order on its own thread.
     """
-    threads = max(1, threads or default_threads())
+    threads = max(1, threads or default_read_threads())
     chosen = range(len(fragments)) if indices is None else indices
 
     def work(index: int) -> T | None:

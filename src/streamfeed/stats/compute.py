@@ -38,8 +38,8 @@ import numpy as np
 from ..core import Chunk, Source, chunk_len
 from ..errors import ArgumentError, UnknownNameError, describe
 from ..files.arrow import temporal_columns
+from ..memory import default_read_threads
 from ..pipeline import Dataset
-from ..pipeline.passes import default_threads
 from .accumulate import (
     DISTINCT_MODES,
     QUANTILE_METHODS,
@@ -196,7 +196,7 @@ def compute_stats(
             describe("quantile_sample counts the values kept per column", expected=">= 1", found=str(quantile_sample))
         )
     fragments = list(dataset.source.fragments)
-    threads = max(1, threads or default_threads())
+    threads = max(1, threads or default_read_threads())
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
     options: dict[str, Any] = {
         "categorical": set(categorical or ()),
