@@ -261,10 +261,11 @@ def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
     charts.append(_fragment_card(report, figures))
     duplicates = quality.get("duplicates")
     if duplicates and "range_95" in duplicates:
-        low, high = duplicates["range_95"]
+        # The quality pass's headline: "none", "none detected (95 %: 0-k)" (no point estimate: it would be
+        # noise) or "about n (share; 95 %: low-high)".
         charts.append(
-            f'<div class="card" id="duplicates"><h3>Duplicate rows</h3><p><b>{duplicates["estimated"]:,}</b> '
-            f'estimated (95 %: {low:,}–{high:,})</p><p class="meta">{_e(duplicates["method"])}</p></div>'
+            f'<div class="card" id="duplicates"><h3>Duplicate rows</h3><p><b>{_e(duplicates["headline"])}</b></p>'
+            f'<p class="meta">{_e(duplicates["method"])}</p></div>'
         )
     if any(charts):
         parts.append(f'<section id="overview"><h2>Overview</h2><div class="wide">{"".join(charts)}</div></section>')
