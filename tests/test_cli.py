@@ -70,3 +70,12 @@ def test_from_python_a_failure_raises_unless_caught(tmp_path, capsys):
     assert main(["inspect", missing], catch=True) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and missing in err[0] and err[1].startswith("streamfeed inspect: fix:")
+
+
+def test_version_is_printed(capsys):
+    import streamfeed
+
+    with pytest.raises(SystemExit) as excinfo:
+        main(["--version"])
+    assert excinfo.value.code == 0
+    assert capsys.readouterr().out.strip() == f"streamfeed {streamfeed.__version__}"

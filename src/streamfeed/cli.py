@@ -26,6 +26,7 @@ import sys
 import traceback
 from typing import NoReturn, Sequence
 
+from . import __version__
 from .commands import bench, convert, demo, doctor, inspect, stats
 from .commands.failure import USAGE, error_message, exit_code
 from .inspect.progress import quiet
@@ -43,6 +44,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="streamfeed", description="Stream larger-than-memory data into Keras 3.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and the frameworks' start-up logs")
+    parser.add_argument("--version", action="version", version=f"streamfeed {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(commands)

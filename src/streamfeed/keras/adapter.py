@@ -112,6 +112,12 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         standardize: bool | Sequence[str] = False,
     ) -> None:
         super().__init__(workers=1, use_multiprocessing=False)
+        if inputs not in ("matrix", "dict"):
+            raise ArgumentError(
+                describe(
+                    "Unknown inputs=", expected="'matrix' (one array) or 'dict' (named inputs)", found=repr(inputs)
+                )
+            )
         if dataset.batch_size is None:
             raise ArgumentError(describe("to_keras() needs a batched dataset", fix="call .batch(batch_size) first"))
         if standardize and categorical is None:
