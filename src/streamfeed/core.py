@@ -69,6 +69,9 @@ class SourceInfo:
     converted_from: Mapping[str, Any] | None = None  # the data `streamfeed convert` read, when this is its output
     filesystem: Any = None  # the pyarrow filesystem read from (object storage reports its requests)
     root: str | None = None  # the folder that the ``path`` column is relative to (an image folder)
+    # Whether ``fingerprint()`` changes when the values do: files by size and modification time, yes; a Ray
+    # pipeline's plan text, no (a map reading a changed input keeps it). The conversion cache refuses False.
+    sees_values: bool = True
 
     @property
     def class_names(self) -> list[str]:
