@@ -13,8 +13,14 @@ whole iterator state besides the epoch number: positions, never data.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import inspect
+import math
+import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol, Sequence, TypeVar, cast, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +69,9 @@ class SourceInfo:
     converted_from: Mapping[str, Any] | None = None  # the data `streamfeed convert` read, when this is its output
     filesystem: Any = None  # the pyarrow filesystem read from (object storage reports its requests)
     root: str | None = None  # the folder that the ``path`` column is relative to (an image folder)
+    # Whether ``fingerprint()`` changes when the values do: files by size and modification time, yes; a Ray
+    # pipeline's plan text, no (a map reading a changed input keeps it). The conversion cache refuses False.
+    sees_values: bool = True
 
     @property
     def class_names(self) -> list[str]:
@@ -117,6 +126,107 @@ class Source(Protocol):
 
     def fingerprint(self) -> Mapping[str, Any]:
         """A small JSON-able identity (files, sizes) used to validate saved state."""
+
+
+NOT_ROW_SETTINGS: Mapping[str, str] = {
+    # The one list of reader settings left out of a source's fingerprint (and so of the cache's key), each
+    # with why it does not describe the rows; every other constructor argument is in it (`records_settings`),
+    # and tests/test_fingerprint_keywords.py fails on a read_* keyword that is neither.
+    **dict.fromkeys(
+        ("report", "on_error", "max_bad_fraction", "max_bad_count", "report_path"),
+        "the bad-input policy and its record: how bad input is reported, not what good input yields "
+        "(what it left out is seen in the fragments' rows and the report)",
+    ),
+    **dict.fromkeys(
+        ("filesystem", "storage_options"),
+        "where the files are and the credentials to reach them: the files' digest names the files",
+    ),
+    **dict.fromkeys(
+        ("paths", "root"),
+        "the paths given: the files' digest covers the files found (an image folder's relative to its root, "
+        "so that a moved folder keeps its identity)",
+    ),
+    **dict.fromkeys(
+        ("threads", "processes", "timeout"),
+        "a machine setting (threads or processes opening and reading, seconds to wait): never which rows",
+    ),
+    "count_cache": "where CSV row counts are remembered (the row-count index), not what the rows are",
+}
+"""Reader settings that are not part of a source's identity, each with its reason."""
+
+_Init = TypeVar("_Init", bound=Callable[..., None])
+
+
+def records_settings(init: _Init) -> _Init:
+    """Decorates a source's ``__init__`` to record all its arguments (defaults applied) as ``self.settings``.
+
+    Recorded before the constructor runs, from the signature, so a setting
+    added later is in the fingerprint without anyone remembering it; only
+    :data:`NOT_ROW_SETTINGS` are left out.
+    """
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(list(bound.arguments.items())[1:])  # without self
+        self.settings = row_settings(arguments)
+        init(self, *args, **kwargs)
+
+    return cast(_Init, recorded)
+
+
+def row_settings(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` but :data:`NOT_ROW_SETTINGS`, as canonical JSON values (equal after a JSON round trip)."""
+    return {name: _canonical(value) for name, value in sorted(arguments.items()) if name not in NOT_ROW_SETTINGS}
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON value naming ``value``: the same for equal settings in every run, another for other settings."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # NaN != NaN would refuse every state
+    if isinstance(value, np.generic):
+        return _canonical(value.item())
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_canonical(item) for item in value), key=repr)
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    identity = getattr(value, "identity", None)
+    if callable(identity):  # a ColumnPolicy names itself
+        return _canonical(identity())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"type": type(value).__qualname__, **_canonical(dataclasses.asdict(value))}
+    # pyarrow types and expressions, NumPy dtypes, a Ray dataset (its plan): their text names them
+    return f"{type(value).__module__}.{type(value).__qualname__}: {value}"
+
+
+def fragmenting_digest(fragments: Iterable[Fragment], root: str | None = None) -> str:
+    """A short hash of every fragment's key and row count, in order: how the source is cut.
+
+    The keys encode the boundaries (byte, record, row or file ranges), so
+    a changed ``fragment_bytes``, ``fragment_size`` or row-group layout is
+    another identity, and the cache never serves one fragment's part as
+    another's. ``root`` is cut from the keys (an image folder keeps its
+    identity when moved, as its files' digest does).
+    """
+    digest = hashlib.sha1()
+    for fragment in fragments:
+        key = fragment.key
+        if root is not None and key.startswith(root):
+            key = key[len(root) :]
+        digest.update(f"{key}\0{fragment.num_rows}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True, order=True)

@@ -443,6 +443,8 @@ def read_ray(
             state. The fingerprint sees the blocks' row counts, the schema
             and Ray's plan text, never the values: change ``version`` when
             the inputs or a map function change without changing those.
+            Without ``version`` the dataset cannot be cached
+            (``.cache()`` refuses it: it could not tell old rows from new).
         nulls, fill, list_lengths: as for :func:`read_parquet`.
         timeout: seconds one ``ray.get`` of a block may wait (default: no
             limit). A block that cannot be fetched (lost, freed, timed out)

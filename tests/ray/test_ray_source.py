@@ -7,6 +7,7 @@ shut down after; the data are small PNG files written with Pillow, read by
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import subprocess
@@ -218,3 +219,55 @@ def test_streaming_split_gives_each_worker_an_equal_disjoint_share(cluster):
     assert not errors
     assert len(seen[0]) == len(seen[1]) == IMAGES // 2
     assert sorted(seen[0] + seen[1]) == list(range(IMAGES))
+
+
+def _with_side_file(folder, side) -> "ray.data.Dataset":
+    """A pipeline whose map reads ``side`` (a lookup table, as real pipelines do): Ray's plan cannot see it."""
+
+    def add_offset(batch: dict) -> dict:
+        offset = float(side.read_text())
+        return {**batch, "y": batch["y"] + np.float32(offset)}
+
+    return ray_dataset(folder).map_batches(add_offset)
+
+
+def test_a_source_whose_fingerprint_cannot_see_values_is_not_cached_without_a_version(cluster, tmp_path):
+    side = tmp_path / "offset.txt"
+    side.write_text("0")
+    before = sf.read_ray(_with_side_file(cluster, side), name="side")
+    side.write_text("100")  # the input changed: the rows do, the plan text, counts and schema do not
+    after = sf.read_ray(_with_side_file(cluster, side), name="side")
+    assert after.source.fingerprint() == before.source.fingerprint()  # what the fingerprint cannot see
+    assert not after.source.info.sees_values
+    for ds in (before, after):
+        with pytest.raises(ArgumentError, match="version="):
+            ds.cache(tmp_path / "cache")
+    named = sf.read_ray(_with_side_file(cluster, side), name="side", version="offset-100")
+    assert named.source.info.sees_values
+    rows = [batch["y"].copy() for batch in named.cache(tmp_path / "cache").batch(40).iter_epoch(0)]
+    assert sorted(np.concatenate(rows).tolist()) == sorted((np.arange(IMAGES) % 2 + 100.0).tolist())
+
+
+def test_every_read_ray_keyword_is_in_the_fingerprint_or_excluded(cluster):
+    from streamfeed.cache.key import cache_key
+    from streamfeed.core import NOT_ROW_SETTINGS
+
+    base = {"dataset": ray_dataset(cluster), "name": "pngs", "version": 1}
+    changed = {
+        "dataset": ray_dataset(cluster).drop_columns(["y"]),
+        "name": "other",
+        "version": 2,
+        "nulls": "drop",
+        "fill": 0.0,
+        "list_lengths": {"id": 1},
+    }
+    opened = sf.read_ray(**base).source
+    unchanged = []
+    for keyword in inspect.signature(sf.read_ray).parameters:
+        if keyword in NOT_ROW_SETTINGS:
+            continue
+        assert keyword in changed, f"read_ray({keyword}=) is neither given another value here nor excluded"
+        source = sf.read_ray(**{**base, keyword: changed[keyword]}).source
+        if source.fingerprint() == opened.fingerprint() or cache_key(source) == cache_key(opened):
+            unchanged.append(keyword)
+    assert not unchanged

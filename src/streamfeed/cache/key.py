@@ -1,11 +1,18 @@
 """What the conversion cache is keyed by: the source's identity and the version of what a part holds.
 
-The key hashes the source's type, its fingerprint (files with size and
-modification time, null policy, columns, decode options such as the image
-size) and :data:`CACHE_FORMAT_VERSION`: a changed file or setting reads
+The key hashes the source's type, its fingerprint and
+:data:`CACHE_FORMAT_VERSION`. The fingerprint is the complete description
+of what the fragments yield: the files (size and modification time), every
+reader setting (``core.records_settings`` records all constructor
+arguments but the few :data:`~streamfeed.core.NOT_ROW_SETTINGS`), and the
+fragmenting (every fragment's key, which encodes its boundaries, and row
+count: ``core.fragmenting_digest``). A changed file, setting or cut reads
 and writes another key, so a cache is never served for rows it does not
-hold. The cached dataset keeps the source's own fingerprint (``source.py``):
-the key names the directory, not the dataset.
+hold, nor one fragment's part as another's. The user's ops are not in the
+key and need not be: a part holds the source's rows before any
+``map``/``filter``, which run on them every epoch. The cached dataset keeps
+the source's own fingerprint (``source.py``): the key names the directory,
+not the dataset.
 """
 
 from __future__ import annotations

@@ -112,6 +112,8 @@ def cache_source(
     """``source`` read through the conversion cache, or (``mode="auto"`` deciding against it) as it is.
 
     ``mode``: ``"always"`` or ``"auto"``, checked here (it comes as a string from ``Dataset.cache``).
+    A source whose fingerprint cannot see its values (``info.sees_values`` False: a Ray source without
+    ``version=``) is refused: its cache could not tell old rows from new.
     """
     if isinstance(source, CachedSource):
         source = source.inner
@@ -119,6 +121,18 @@ def cache_source(
         raise ArgumentError(describe("Invalid cache mode", expected="'always' or 'auto'", found=repr(mode)))
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
         raise ArgumentError(describe("Invalid max_bytes", expected="an integer >= 0 or None", found=repr(max_bytes)))
+    if not source.info.sees_values:
+        # The cache is keyed by the fingerprint: one that cannot see the values would serve old rows forever.
+        raise ArgumentError(
+            describe(
+                f"A {source.info.format} source cannot be cached: its fingerprint cannot see its values",
+                where=", ".join(source.files[:3]),
+                expected="a source whose identity changes when its rows do (files by size and time, or a version)",
+                found="an identity from the pipeline's description only (a changed input or map keeps it)",
+                fix="pass version= (e.g. read_ray(ds, version='2024-06-01')) and change it when the inputs "
+                "or the code change",
+            )
+        )
     root = os.fspath(directory) if directory is not None else default_directory()
     if mode == "auto" and not should_cache(source, root):
         return source

@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence, Union, cast
 
 import numpy as np
 
-from ..core import Chunk, SourceInfo
+from ..core import Chunk, SourceInfo, fragmenting_digest, records_settings
 from ..errors import (
     ArgumentError,
     BadInputReport,
@@ -415,6 +415,9 @@ def _as_list(specs: Specs) -> list[str]:
 class NumpySource:
     """Opens groups of ``.npy``/``.npz`` arrays: headers, lengths, row-range fragments."""
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         arrays: Mapping[str, Specs],
@@ -555,6 +558,8 @@ class NumpySource:
                 "files": len(self.files),
                 "digest": digest,
                 "columns": self.column_names,
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments),
             }
         return self._fingerprint
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from ..core import Chunk, SourceInfo
+from ..core import Chunk, SourceInfo, fragmenting_digest, records_settings
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ..files.paths import PathLike, file_digest, file_stats, resolve_files
@@ -283,6 +283,9 @@ def agreed_meaning(file_schemas: Sequence[tuple[str, pa.Schema]]) -> tuple[dict[
 class ParquetSource:
     """Opens Parquet input: footers, unified schema, row-group fragments."""
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         paths: PathLike,
@@ -495,4 +498,6 @@ class ParquetSource:
             "policy": self._policy.identity(),
             "columns": list(self._columns),
             "filter": None if self._filter is None else str(self._filter),
+            "settings": self.settings,  # every constructor argument (core.records_settings)
+            "fragmenting": fragmenting_digest(self.fragments),
         }

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core import Chunk, SourceInfo
+from ..core import Chunk, SourceInfo, fragmenting_digest, records_settings
 from ..errors import ArgumentError, DataError, SchemaError, StorageError, describe, require
 from ..files.arrow import ROW_SHAPE_METADATA, ColumnPolicy, Where, table_to_chunk
 
@@ -136,8 +136,22 @@ class RaySource:
     The source keeps the materialized dataset, so its blocks stay pinned in
     Ray's object store for as long as the source (and every ``Dataset``
     built on it) lives.
+
+    What its fingerprint can see: the number of blocks and their row counts
+    in order, the schema, Ray's plan text (its operators and their
+    arguments as Ray prints them), the null policy and the user's ``name``
+    and ``version``. What it cannot see: values. A ``map_batches`` that
+    reads a changed file or table, a changed function body under the same
+    name, or input files rewritten with the same block sizes keep the
+    fingerprint, so a saved state is accepted across them. For that reason
+    ``info.sees_values`` is False unless ``version=`` is given, and the
+    conversion cache (``Dataset.cache``) refuses such a source: change
+    ``version`` whenever the inputs or the code change.
     """
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         dataset: Any,
@@ -222,7 +236,8 @@ class RaySource:
     @property
     def info(self) -> SourceInfo:
         """Format, schema (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("ray", schema=self.schema)
+        # Ray's plan text cannot see values (see the class docstring): only the user's version= can vouch for them.
+        return SourceInfo("ray", schema=self.schema, sees_values=self.version is not None)
 
     def fingerprint(self) -> dict:
         """Blocks, their row counts in order, the schema, Ray's plan text and the user's ``name``/``version``.
@@ -243,6 +258,8 @@ class RaySource:
                 "digest": digest,
                 "columns": self.column_names,
                 "policy": self.policy.identity(),
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments),
             }
         return self._fingerprint
 

@@ -42,12 +42,12 @@ import concurrent.futures
 import csv as pycsv
 import io
 import logging
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ...core import SourceInfo
+from ...core import SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, SchemaError, describe
 from ...files import inflate as _inflate
 from ...files.arrow import DEFAULT_POLICY, ColumnPolicy
@@ -101,6 +101,9 @@ logger = logging.getLogger("streamfeed")
 class CsvSource:
     """Opens CSV input: header, delimiter, exact counts and byte-range fragments."""
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         paths: PathLike,
@@ -467,5 +470,7 @@ class CsvSource:
                 "columns": list(self._columns),
                 "delimiter": self.delimiter,
                 "decimal": self.decimal,
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments),
             }
         return self._fingerprint

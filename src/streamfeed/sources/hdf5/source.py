@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...core import Chunk, SourceInfo
+from ...core import Chunk, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 from .catalog import Column, check_encoding, check_filters, decode_text, load_h5py, read_catalog
@@ -110,6 +110,9 @@ class HDF5Source:
     such a column is rejected like an unreadable one (see the module notes).
     """
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         paths: PathLike,
@@ -316,6 +319,8 @@ class HDF5Source:
                 "files": len(self.files),
                 "digest": file_digest(file_stats(self.files), boundaries),
                 "columns": {c.name: c.label for c in self._columns or ()},
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments),
             }
         return self._fingerprint
 

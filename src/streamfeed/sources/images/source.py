@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...core import SourceInfo
+from ...core import SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.paths import file_digest, file_stats
 from ..labels import class_names, write_label_map
@@ -65,6 +65,9 @@ from .listing import FollowLinks, Labels, Listing, list_images, load_label_map, 
 class ImageSource:
     """Lists an image folder, assigns labels and splits it into fragments."""
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         root: str | os.PathLike,
@@ -210,6 +213,8 @@ class ImageSource:
                 if self.decode
                 else "encoded",
                 "label_map": self.label_map,
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments, root=self.root),
             }
         return self._fingerprint
 

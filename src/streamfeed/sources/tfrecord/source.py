@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow.fs as pafs
 
-from ...core import SourceInfo
+from ...core import SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 from . import format as fmt
@@ -54,6 +54,9 @@ _TFRECORD_NAME = re.compile(r"(\.(tfrecords?|tfrec)(-\d+-of-\d+)?|-\d+-of-\d+)(\
 class TFRecordSource:
     """Opens TFRecord input: framing scans, record-range fragments, the feature spec."""
 
+    settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
+
+    @records_settings
     def __init__(
         self,
         paths: PathLike,
@@ -276,5 +279,7 @@ class TFRecordSource:
                 "columns": self.column_names,
                 "features": {spec.name: [spec.kind, list(spec.shape)] for spec in self.specs},
                 "fragments": len(self.fragments),
+                "settings": self.settings,  # every constructor argument (core.records_settings)
+                "fragmenting": fragmenting_digest(self.fragments),
             }
         return self._fingerprint
