@@ -12,6 +12,7 @@ yield the old values).
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -318,6 +319,7 @@ def wait_after_two_parts(columns):  # the read thread: parts are journaled by th
     if os.path.exists(journal) and len(open(journal).read().splitlines()) >= 2:
         print("ready", flush=True)
         sys.stdin.read()  # until the parent stops this run (SIGKILL; or SIGINT, then stdin closed)
+        raise RuntimeError("interrupted")  # after SIGINT: this thread reads and caches no further fragment
     return columns
 
 
@@ -356,10 +358,66 @@ def test_an_interrupted_runs_staging_directory_is_removed_once_a_cache_is_publis
         child.wait()
         assert child.stdout is not None and child.stderr is not None
         child.stdout.close()
+        errors = child.stderr.read()
         child.stderr.close()
     assert child.returncode != 3  # stopped mid-epoch
+    assert child.returncode == -signal.SIGKILL if stop == "SIGKILL" else "KeyboardInterrupt" in errors
     assert _staging(cache) == [interrupted]  # what it left
 
     later = _open(data).cache(cache).batch(64)
     assert _staging(cache) == []  # removed: the key's cache is published, nothing will adopt it
     assert _names(later) == {"n"} and _store(later).source_reads == 0
+
+
+_KILLED_CHILD = """
+import os, signal, sys
+from streamfeed.readers import read_csv
+
+cache = sys.argv[2]
+
+
+def die_after_three_parts(columns):  # the read thread: parts are journaled by the writer meanwhile
+    staged = [name for name in os.listdir(cache) if ".caching-" in name]
+    journal = os.path.join(cache, staged[0], "_parts.jsonl")
+    if os.path.exists(journal) and len(open(journal).read().splitlines()) >= 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9 mid-epoch: no cleanup runs
+    return columns
+
+
+ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache)
+for batch in ds.with_options(read_threads=1).map(die_after_three_parts).batch(20):
+    pass
+os._exit(3)
+"""
+
+
+def test_a_dead_runs_parts_that_are_not_files_are_rewritten_not_adopted(data, tmp_path):
+    cache, victim = tmp_path / "cache", tmp_path / "victim.parquet"
+    script = textwrap.dedent(_KILLED_CHILD.format(fragment_bytes=FRAGMENT_BYTES))
+    child = subprocess.run([sys.executable, "-c", script, str(data), str(cache)], capture_output=True, text=True)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    (staged,) = _staging(cache)
+    journaled = []  # what the run recorded (a part renamed in but not yet journaled is not adopted)
+    for line in (cache / staged / "_parts.jsonl").read_text().splitlines():
+        try:
+            journaled.append(json.loads(line)["path"])
+        except ValueError:  # a line cut short by the kill
+            continue
+    assert len(journaled) >= 3
+    directory, fifo, link = (cache / staged / name for name in journaled[:3])
+    shutil.copyfile(link, victim)  # the same bytes: a link to them would pass every check but the link's
+    for part in (directory, fifo, link):
+        part.unlink()
+    directory.mkdir()
+    os.mkfifo(fifo)
+    link.symlink_to(victim)
+
+    cached = _open(data).cache(cache).batch(20)
+    assert _names(cached) == {"n"}
+    assert _store(cached).source_reads == len(cached.source.fragments) - len(journaled) + 3
+    for part in (directory, fifo, link):
+        published = Path(_store(cached).published) / part.name
+        assert stat.S_ISREG(published.lstat().st_mode)
+    assert victim.is_file() and not victim.is_symlink()
+    verify_output(_store(cached).published)
+    assert _staging(cache) == []
