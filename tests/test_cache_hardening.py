@@ -171,6 +171,18 @@ def test_a_planted_link_at_the_published_name_is_not_served_nor_emptied(data, tm
     assert not (cache / key).is_symlink()
 
 
+@pytest.mark.parametrize("target", ["nowhere", "an-empty-directory"])
+def test_a_planted_dangling_link_at_the_published_name_does_not_stop_caching(data, tmp_path, target):
+    cache, empty = tmp_path / "cache", tmp_path / "empty"
+    empty.mkdir()
+    cached = _open(data).cache(cache).batch(64)
+    published = Path(_store(cached).published)
+    published.symlink_to(empty if target == "an-empty-directory" else tmp_path / "nowhere", target_is_directory=True)
+    assert _names(cached) == {"n"}  # no CacheWarning (an error in the tests): the link is removed, not followed
+    assert not published.is_symlink() and os.listdir(empty) == []
+    verify_output(published)
+
+
 def test_a_cache_planted_with_the_right_key_without_the_secret_is_rewritten(data, tmp_path):
     """The planter knows the key (it is computable from file metadata) and writes a consistent cache."""
     theirs, cache = tmp_path / "theirs", tmp_path / "cache"

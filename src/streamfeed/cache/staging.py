@@ -333,6 +333,8 @@ class Staging:
             remove_file(os.path.join(staging, _JOURNAL))
             write_manifest(pafs.LocalFileSystem(), staging, manifest)
             sync_directory(staging)
+            if os.path.lexists(self.published) and not stat.S_ISDIR(os.lstat(self.published).st_mode):
+                remove_entry(self.published)  # a link or file planted at the name: removed, not followed
             try:
                 os.rename(staging, self.published)
             except OSError:
@@ -353,17 +355,19 @@ class Staging:
         """Reads the published manifest of this key, if there is one; one of another cache is removed."""
         path = os.path.join(self.published, MANIFEST_NAME)
         try:
-            folder, st = os.lstat(self.published), os.lstat(path)
+            folder = os.lstat(self.published)
         except OSError:
             return
         if not stat.S_ISDIR(folder.st_mode):  # a link (planted: the cache publishes by renaming a directory)
             logger.warning("cache: %s is not a directory: removing it, not following it", self.published)
             remove_entry(self.published)
             return
-        if not own_entry(folder, directory=True) or not stat.S_ISREG(st.st_mode) or self.secret is None:
+        if not own_entry(folder, directory=True) or self.secret is None:
             logger.warning("cache: %s is not the cache's own (or its secret unreadable): not served", self.published)
             return
         try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                raise CorruptFileError(describe("A cache manifest is not a regular file", where=path))
             manifest = load_manifest(pafs.LocalFileSystem(), path)
             names = {entry["path"]: entry for entry in manifest["files"]}
             parts = {int(match["index"]): names[name] for name in names if (match := PART_NAME.fullmatch(name))}
@@ -372,6 +376,8 @@ class Staging:
                 raise CorruptFileError(describe("Not a cache manifest of this source", where=path))
             if not all(sealed(self.secret, self.key, entry) for entry in names.values()):
                 raise CorruptFileError(describe("A cache not sealed by this cache's secret", where=path))
+        except FileNotFoundError:  # no manifest: not a published cache
+            return
         except CorruptFileError:
             logger.warning("cache: the manifest %s is not one of this cache: writing the cache again", path)
             remove_entry(self.published)
