@@ -207,7 +207,7 @@ def test_a_changed_source_file_gets_another_key(data, tmp_path):
     assert _store(second).key != _store(first).key
     _same(_epoch(second), _epoch(_open(data).batch(100)))
     assert _store(second).source_reads == len(second.source.fragments)
-    assert sorted(os.listdir(cache)) == sorted([_store(first).key, _store(second).key])
+    assert sorted(os.listdir(cache)) == sorted([_store(first).key, _store(second).key, ".streamfeed-cache-secret"])
 
 
 def test_max_bytes_stops_caching_with_one_warning_and_leaves_no_directory(data, tmp_path):
@@ -219,7 +219,7 @@ def test_max_bytes_stops_caching_with_one_warning_and_leaves_no_directory(data, 
     messages = [str(w.message) for w in caught if issubclass(w.category, CacheWarning)]
     assert len(messages) == 1 and "max_bytes=3000" in messages[0], messages
     _same(got, _epoch(_open(data).shuffle(1).batch(64)))
-    assert os.listdir(cache) == []
+    assert os.listdir(cache) == [".streamfeed-cache-secret"]
     _same(_epoch(cached, 1), _epoch(_open(data).shuffle(1).batch(64), 1))  # off for the run: no new warning
 
 

@@ -17,11 +17,15 @@ epoch reads them; later epochs and runs read the parts. One job a module:
 - ``staging.py``: :class:`~.staging.Staging`, which parts exist on disk: the staging
   directory and its journal, adopting a dead run's parts, publishing with
   the manifest, stopping on a full disk or ``max_bytes``;
-- ``parts.py``: the part file format (Parquet or Arrow IPC, checksummed);
+- ``parts.py``: the part file format (Parquet or Arrow IPC, checksummed),
+  read only from a regular file of the cache's own (no link, FIFO, device);
+- ``trust.py``: whose cache this is: a root others own or can write is
+  refused unless ``trust_directory=True``; the cache's secret (0600) and
+  the HMAC that seals each part's record to it;
 - ``auto.py``: ``mode="auto"``, :func:`probe_cache` and
   :data:`AUTO_MIN_RATIO`, the measured decision whether to cache.
 
-Imports run source -> store -> writer -> staging -> key/parts, and
+Imports run source -> store -> writer -> staging -> key/trust -> parts, and
 source -> auto -> key/parts; the package may import only ``core``,
 ``errors``, ``memory`` and ``files`` (``tests/test_layering.py``).
 """

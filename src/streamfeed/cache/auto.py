@@ -79,8 +79,8 @@ def probe_cache(fragment: Fragment) -> CacheProbe:
     with tempfile.TemporaryDirectory(prefix="streamfeed-cache-probe-") as scratch:
         path = os.path.join(scratch, f"probe.{part_format(chunk)}")
         started = time.perf_counter()
-        _, _, digest = write_part(chunk, path)
+        _, size, digest = write_part(chunk, path)
         written = time.perf_counter()
-        read_part(path, digest)
+        read_part(path, size, digest)
         read_seconds = time.perf_counter() - written
     return CacheProbe(fragment.path, max(1, chunk_len(chunk)), source_seconds, read_seconds, written - started)

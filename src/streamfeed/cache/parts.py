@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import stat
 from typing import Any
 
 import numpy as np
@@ -91,15 +93,74 @@ def _is_tensor(values: np.ndarray) -> bool:
     return values.ndim > 1 and values.dtype.kind in "biuf" and all(values.shape[1:])
 
 
-def read_part(path: str, digest: str) -> Chunk:
-    """A part's rows as written (:func:`part_table` undone), once its file's checksum is ``digest``.
+def read_part_bytes(path: str, size: int) -> bytes:
+    """The ``size`` bytes of the part at ``path``, read only if it is a regular file of the cache's own.
 
-    The whole file is read and hashed before it is parsed, so a changed
-    byte anywhere (a page, or the footer's schema, which Parquet's page
-    checksums do not cover) refuses the part with :class:`CorruptFileError`.
+    A link (to ``/dev/zero``, to another user's file), a FIFO, a device or
+    a directory under a part's name is refused before it is opened
+    (``lstat``): reading ``/dev/zero`` has no end and a FIFO blocks. The
+    open does not follow links and does not block (``O_NOFOLLOW |
+    O_NONBLOCK``), and ``fstat`` checks that the file opened is the one
+    checked and still ``size`` bytes; at most ``size + 1`` bytes are read.
+    A part of another user, or writable by group or others, is refused too
+    (``trust.py``). Raises :class:`CorruptFileError` (an ``OSError``).
     """
-    with open(path, "rb") as stream:
-        data = stream.read()
+    before = os.lstat(path)
+    if not (
+        stat.S_ISREG(before.st_mode)
+        and before.st_uid == os.geteuid()
+        and not before.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        and before.st_size == size
+    ):
+        raise _not_a_part(path, size, _described(before))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        after = os.fstat(descriptor)
+        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or after.st_size != size:
+            raise _not_a_part(path, size, _described(after))
+        pieces, left = [], size + 1
+        while left > 0:
+            piece = os.read(descriptor, min(left, 1 << 30))  # one read, one buffer (joined without a copy)
+            if not piece:
+                break
+            pieces.append(piece)
+            left -= len(piece)
+    finally:
+        os.close(descriptor)
+    data = b"".join(pieces)
+    if len(data) != size:
+        raise _not_a_part(path, size, f"{len(data)} bytes read")
+    return data
+
+
+def _described(st: os.stat_result) -> str:
+    regular = stat.S_ISREG(st.st_mode)
+    kind = "a regular file" if regular else f"file type {stat.S_IFMT(st.st_mode):#o} (not a regular file)"
+    return f"{kind}, owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):#o}, {st.st_size} bytes"
+
+
+def _not_a_part(path: str, size: int, found: str) -> CorruptFileError:
+    return CorruptFileError(
+        describe(
+            "A cache part is not the cache's own regular file of its recorded size",
+            where=path,
+            expected=f"a regular file of uid {os.geteuid()}, not writable by group or others, of {size} bytes",
+            found=found,
+            fix="nothing: the cache rewrites the part from the source",
+        )
+    )
+
+
+def read_part(path: str, size: int, digest: str) -> Chunk:
+    """A part's rows as written (:func:`part_table` undone), once its ``size`` bytes' checksum is ``digest``.
+
+    The file is read by :func:`read_part_bytes` (a regular file of the
+    cache's own, never more than ``size + 1`` bytes), then hashed whole
+    before it is parsed, so a changed byte anywhere (a page, or the
+    footer's schema, which Parquet's page checksums do not cover) refuses
+    the part with :class:`CorruptFileError`.
+    """
+    data = read_part_bytes(path, size)
     found = DIGESTS[PART_DIGEST](data).hexdigest()
     if found != digest:
         raise CorruptFileError(
@@ -148,7 +209,9 @@ def write_part(chunk: Chunk, path: str) -> tuple[int, int, str]:
     changed footer; scratch runs, load ~3).
     """
     table = part_table(chunk)
-    with open(path, "wb") as file:
+    # A new file only (a link or file planted at the name is refused), readable by its owner alone.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(descriptor, "wb") as file:
         hashed = _HashingFile(file)
         with pa.PythonFile(hashed, mode="w") as sink:
             if part_format(chunk) == "arrow":

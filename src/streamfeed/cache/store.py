@@ -1,8 +1,11 @@
 """The conversion cache of one source, read through: a fragment's part when it is intact, else the source.
 
 :class:`FragmentStore` serves :class:`~.source.CachedFragment` reads. A
-part is served only if its size and checksum (of the whole file, footer
-included) are the recorded ones and its rows are the fragment's;
+part is served only if it is a regular file of the cache's own
+(``parts.read_part_bytes``: never a link, FIFO or device), its record is
+sealed by the cache's secret (``trust.py``), its size and checksum (of
+the whole file, footer included) are the recorded ones and its rows are
+the fragment's;
 otherwise it is dropped (``staging.py``) and the fragment read from the
 source, whose rows are handed to the writer (``writer.py``) to become its
 part. The store owns the one lock under which every change of state of
@@ -39,12 +42,13 @@ class FragmentStore:
     name and renamed in under it.
     """
 
-    def __init__(self, inner: Source, directory: str, max_bytes: int | None) -> None:
+    def __init__(self, inner: Source, directory: str, max_bytes: int | None, *, trust_directory: bool = False) -> None:
+        """``trust_directory``: take a ``directory`` others own or can write (``trust.py``); else refused."""
         self.fragments = tuple(inner.fragments)
         self.exact = bool(inner.exact_counts)
         self.key = cache_key(inner)
         self._lock = threading.Lock()
-        self.staging = Staging(self.key, directory, self.fragments, self.exact, max_bytes)
+        self.staging = Staging(self.key, directory, self.fragments, self.exact, max_bytes, trust_directory)
         self.writer = PartWriter(self.staging, self._lock)
         self.root, self.published = self.staging.root, self.staging.published
         self.source_reads = 0  # fragments read from the source (what the cache did not serve)
@@ -80,12 +84,9 @@ class FragmentStore:
         return chunk
 
     def _read_part(self, folder: str, entry: dict, fragment: Fragment) -> Chunk | None:
-        """The part's rows, or None if it is not exactly what was written (size, checksum, rows)."""
+        """The part's rows, or None if it is not exactly what was written (a file of ours, size, checksum, rows)."""
         try:
-            path = os.path.join(folder, entry["path"])
-            if os.path.getsize(path) != entry["bytes"]:
-                return None
-            chunk = read_part(path, entry[PART_DIGEST])
+            chunk = read_part(os.path.join(folder, entry["path"]), entry["bytes"], entry[PART_DIGEST])
         except (OSError, KeyError, pa.ArrowException, ValueError):  # OSError: CorruptFileError, a changed byte
             return None
         rows = chunk_len(chunk)
