@@ -225,6 +225,9 @@ def test_a_cache_root_writable_by_a_group_or_anyone_is_refused(data, tmp_path, m
     cache.chmod(mode)
     with pytest.raises(ArgumentError):
         _open(data).cache(cache)
+    # named as trusted, it is used, and serves the source's rows
+    trusted = _open(data).cache(cache, trust_directory=True).batch(64)
+    assert _names(trusted) == _names(_open(data).batch(64))
 
 
 def test_a_cache_root_owned_by_another_user_is_refused(data, tmp_path, other_user):

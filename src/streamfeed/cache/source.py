@@ -66,9 +66,9 @@ class CachedSource:
     cached and the uncached dataset.
     """
 
-    def __init__(self, inner: Source, directory: str, max_bytes: int | None) -> None:
+    def __init__(self, inner: Source, directory: str, max_bytes: int | None, *, trust_directory: bool = False) -> None:
         self.inner = inner
-        self.store = FragmentStore(inner, directory, max_bytes)
+        self.store = FragmentStore(inner, directory, max_bytes, trust_directory=trust_directory)
         self.fragments = tuple(CachedFragment(self.store, i, f) for i, f in enumerate(inner.fragments))
 
     @property
@@ -108,10 +108,12 @@ def cache_source(
     *,
     max_bytes: int | None = None,
     mode: str = "always",
+    trust_directory: bool = False,
 ) -> Source:
     """``source`` read through the conversion cache, or (``mode="auto"`` deciding against it) as it is.
 
     ``mode``: ``"always"`` or ``"auto"``, checked here (it comes as a string from ``Dataset.cache``).
+    ``trust_directory``: take a root that another user owns or others can write (``trust.py``); else refused.
     A source whose fingerprint cannot see its values (``info.sees_values`` False: a Ray source without
     ``version=``) is refused: its cache could not tell old rows from new.
     """
@@ -121,6 +123,8 @@ def cache_source(
         raise ArgumentError(describe("Invalid cache mode", expected="'always' or 'auto'", found=repr(mode)))
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0):
         raise ArgumentError(describe("Invalid max_bytes", expected="an integer >= 0 or None", found=repr(max_bytes)))
+    if not isinstance(trust_directory, bool):
+        raise ArgumentError(describe("Invalid trust_directory", expected="True or False", found=repr(trust_directory)))
     if not source.info.sees_values:
         # The cache is keyed by the fingerprint: one that cannot see the values would serve old rows forever.
         raise ArgumentError(
@@ -136,4 +140,4 @@ def cache_source(
     root = os.fspath(directory) if directory is not None else default_directory()
     if mode == "auto" and not should_cache(source, root):
         return source
-    return CachedSource(source, root, max_bytes)
+    return CachedSource(source, root, max_bytes, trust_directory=trust_directory)

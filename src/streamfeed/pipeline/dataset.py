@@ -415,7 +415,12 @@ class Dataset(Settings):
 
     # ------------------------------------------------------------------- cache
     def cache(
-        self, directory: "str | os.PathLike[str] | None" = None, *, max_bytes: int | None = None, mode: str = "always"
+        self,
+        directory: "str | os.PathLike[str] | None" = None,
+        *,
+        max_bytes: int | None = None,
+        mode: str = "always",
+        trust_directory: bool = False,
     ) -> "Dataset":
         """Reads each fragment from a Parquet copy of the source once one was written, writing it while reading.
 
@@ -427,12 +432,14 @@ class Dataset(Settings):
         ``~/.cache/streamfeed/cache``. ``max_bytes``: past it (or on a full
         disk) caching stops with a warning and reading continues from the
         source. ``mode="auto"``: cache only if reading the source measured at
-        least twice as slow per row as reading the cache. See
+        least twice as slow per row as reading the cache. ``trust_directory``:
+        use a directory that another user owns or others can write (refused
+        by default: they could plant rows; see ``docs/reliability.md``). See
         :mod:`streamfeed.cache`.
         """
         from ..cache import cache_source
 
-        cached = cache_source(self.source, directory, max_bytes=max_bytes, mode=mode)
+        cached = cache_source(self.source, directory, max_bytes=max_bytes, mode=mode, trust_directory=trust_directory)
         return self._with(source=cached, same_rows=True)  # the cache serves the source's rows
 
     # ------------------------------------------------------------------- keras
