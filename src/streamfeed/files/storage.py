@@ -13,7 +13,13 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   ``deadline`` seconds per request, then raises ``NetworkError``
   (``files/retry.py``);
 * **counts** requests, retries and bytes (:class:`StorageCounters`, shown by ``bench``);
-* optionally **caches** fetched ranges on local disk (``files/range_cache.py``).
+* optionally **caches** fetched ranges on local disk (``files/range_cache.py``);
+* takes each object's **version** at open (its ETag, and its version id on a
+  versioned bucket) and makes every ranged GET carry it (``If-Match``, and
+  ``VersionId``), checking the ETag the answer names too: an object replaced
+  while it is read raises :class:`~streamfeed.errors.ObjectChangedError`
+  naming both versions, never served mixed (the version is in
+  ``file_stats``, so in the fingerprint too).
 
 Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
 """
@@ -28,7 +34,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import ArgumentError, describe, require
+from ..errors import ArgumentError, ObjectChangedError, describe, require
 from .range_cache import RangeCache
 from .retry import with_retries
 
@@ -193,6 +199,20 @@ def storage_counters(filesystem: pafs.FileSystem | None) -> StorageCounters | No
     return handler.counters if isinstance(handler, RetryingHandler) else None
 
 
+def object_version(filesystem: pafs.FileSystem | None, path: str) -> str | None:
+    """The version of an object as :func:`open_storage`'s filesystem took it at open (None for any other).
+
+    Its ETag, with the version id where the bucket keeps versions: what
+    ``file_stats`` puts in the fingerprint, so that an overwrite within
+    the same second, of the same size, still changes it.
+    """
+    handler = getattr(filesystem, "handler", None)
+    if not isinstance(handler, RetryingHandler):
+        return None
+    etag, version_id = handler.version(path)
+    return None if etag is None else f"{etag}{'@' + version_id if version_id else ''}"
+
+
 def is_remote(filesystem: pafs.FileSystem | None) -> bool:
     """Whether reads go over a network (anything but the local filesystem)."""
     return filesystem is not None and not isinstance(filesystem, pafs.LocalFileSystem)
@@ -213,6 +233,68 @@ class RetryingHandler(pafs.FSSpecHandler):
         if path not in self._infos:
             self._infos[path] = self.call(path, lambda: self.fs.info(path))
         return self._infos[path]
+
+    def version(self, path: str) -> tuple[str | None, str | None]:
+        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none)."""
+        info = self.info(path)
+        etag = info.get("ETag") or info.get("etag")
+        version_id = info.get("VersionId")
+        return (str(etag) if etag else None), (str(version_id) if version_id else None)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``start:end`` of the object as it was at open, in one request (not retried here).
+
+        On S3 (s3fs) the GET carries ``If-Match: <ETag taken at open>`` (and
+        the version id where there is one), and the ETag of the answer is
+        compared too, for a store that ignores the condition; other fsspec
+        filesystems read the range as it is (no version to check).
+        """
+        etag, version_id = self.version(path)
+        fs = self.fs
+        if etag is None or not hasattr(fs, "_call_s3"):
+            return fs.cat_file(path, start=start, end=end)
+        bucket, key, _ = fs.split_path(path)
+        arguments = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{end - 1}", "IfMatch": etag}
+        if version_id:
+            arguments["VersionId"] = version_id
+
+        async def get() -> tuple[str | None, bytes]:
+            response = await fs._call_s3("get_object", **arguments)
+            try:
+                return response.get("ETag"), await response["Body"].read()
+            finally:
+                response["Body"].close()
+
+        fsspec = require("fsspec", "s3")
+        try:
+            answered, data = fsspec.asyn.sync(fs.loop, get)
+        except OSError as exc:
+            if _precondition_failed(exc):
+                raise self._changed(path, etag, "another (the store refused If-Match)") from exc
+            raise
+        if answered is not None and answered != etag:
+            raise self._changed(path, etag, str(answered))
+        return data
+
+    def _changed(self, path: str, etag: str, found: str) -> ObjectChangedError:
+        current = found
+        if found.startswith("another"):
+            try:  # the new version, for the message only
+                current = str(self.fs.info(path, refresh=True).get("ETag") or found)
+            except Exception:  # noqa: BLE001 - the message is what matters; the error stands either way
+                current = found
+        return ObjectChangedError(
+            describe(
+                "An object was replaced while it was being read",
+                where=path,
+                expected=f"the version taken when the data was opened (ETag {etag})",
+                found=f"version {current}",
+                fix=(
+                    "do not overwrite objects while they are read: write a new prefix and open it, "
+                    "or open the data again to read the new version from the start"
+                ),
+            )
+        )
 
     def call(self, what: str, action: Any) -> Any:
         self.counters.add(requests=1)
@@ -295,7 +377,7 @@ class RangeReader:
                 handler.counters.add(cache_hits=1)
                 return cached
         what = f"{self._path}, bytes {start}-{end}"
-        data = handler.call(what, lambda: handler.fs.cat_file(self._path, start=start, end=end))
+        data = handler.call(what, lambda: handler.read_range(self._path, start, end))
         handler.counters.add(nbytes=len(data))
         if cache is not None:
             cache.put(key, data)
@@ -304,3 +386,19 @@ class RangeReader:
     def close(self) -> None:
         self.closed = True
         self._block = b""
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (s3fs's translation of botocore's error) is the store's 412 PreconditionFailed."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            return False
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code"))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "412") or status == 412:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
