@@ -24,8 +24,9 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   seconds, a ranged GET ``read_timeout`` plus one second per MiB (a
   slow-loris endpoint trickling bytes never trips botocore's per-read
   timeout); a try cut so is retried like any network failure, and when one
-  request fails past the deadline the tries of the others in flight are
-  cancelled, so ``NetworkError`` comes within the deadline plus one timeout.
+  request fails past the deadline the others stop retrying and their GETs
+  in flight are cancelled (a listing or HEAD in flight ends its try), so
+  ``NetworkError`` comes within the deadline plus one timeout.
 
 Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
 """
