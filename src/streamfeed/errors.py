@@ -103,6 +103,27 @@ class NetworkError(StorageError, ConnectionError):
     """
 
 
+class ObjectChangedError(StorageError):
+    """An object in storage was replaced while it was being read: its version is not the one taken at open.
+
+    A data fault of its own kind, not bad input: ``on_error="skip"`` never
+    skips it (:meth:`BadInputReport.reject` raises it), it is never reported
+    as a corrupt file, and it is not retried (the old version is gone). The
+    message names the object and both versions (ETags, or version ids).
+    """
+
+
+def changed_cause(error: BaseException | None) -> "ObjectChangedError | None":
+    """The :class:`ObjectChangedError` that ``error`` is or was raised from (a reader wraps it), if any."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ObjectChangedError):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
 # what pyarrow's own S3 client (the AWS SDK) says when the network failed, as opposed to the request
 _AWS_NETWORK_MARKERS = ("AWS Error NETWORK_CONNECTION", "curlCode")
 
@@ -283,9 +304,11 @@ class BadInputReport:
 
         Without ``cause`` the error is re-raised as it is, keeping its own chain.
         An error caused by the network (:func:`network_cause`) is raised as
-        that :class:`NetworkError` under either policy: it is not bad input.
+        that :class:`NetworkError` under either policy, and one caused by an
+        object replaced while read (:func:`changed_cause`) as that
+        :class:`ObjectChangedError`: neither is bad input.
         """
-        network = network_cause(error) or network_cause(cause)
+        network = network_cause(error) or network_cause(cause) or changed_cause(error) or changed_cause(cause)
         if network is not None:
             raise network
         if self.policy.on_error == "raise":

@@ -7,7 +7,9 @@ when the N-th ``GET`` passes, so it lands mid-epoch whatever the timing)
 resets every open connection (RST, as a dropped link does) and closes the
 listening socket, so new connections are refused, for ``seconds``; then it
 listens again on the same port. Requests are counted from their request
-lines (``GET /bucket/key HTTP/1.1``), per method.
+lines (``GET /bucket/key HTTP/1.1``), per method. A slow-loris endpoint
+(:meth:`TcpProxy.trickle`) sends the server's answers one byte at a time,
+a pause between bytes, until :meth:`TcpProxy.stop_trickle` or the end.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class TcpProxy:
         self._threads: list[threading.Thread] = []
         self._down_until = 0.0
         self._armed: tuple[int, float] | None = None
+        self._trickle: float | None = None
         self._stop = threading.Event()
         self._listener: socket.socket | None = self._listen(0)
         self.port = self._listener.getsockname()[1]
@@ -90,6 +93,23 @@ class TcpProxy:
         """Starts :meth:`outage` when the ``get_number``-th ``GET`` from now arrives (it is dropped)."""
         with self._lock:
             self._armed = (self.requests["GET"] + get_number, seconds)
+
+    def trickle(self, pause: float) -> None:
+        """From now on the server's bytes reach the client one at a time, ``pause`` seconds apart."""
+        self._trickle = pause
+
+    def stop_trickle(self) -> None:
+        self._trickle = None
+
+    def _send(self, sink: socket.socket, data: bytes, count: bool) -> None:
+        """``data`` to ``sink``: at once, or (answers, while trickling) one byte per pause."""
+        for offset in range(len(data)):
+            pause = self._trickle
+            if count or pause is None or self._stop.is_set():
+                sink.sendall(data[offset:])
+                return
+            sink.sendall(data[offset : offset + 1])
+            self._stop.wait(pause)
 
     def _down(self) -> bool:
         return time.monotonic() < self._down_until
@@ -139,7 +159,7 @@ class TcpProxy:
                     if self._counted(methods):
                         self.outage(self._armed_seconds)
                         return
-                sink.sendall(data)
+                self._send(sink, data, count)
         except OSError:
             pass
         finally:

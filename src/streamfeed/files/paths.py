@@ -21,7 +21,7 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence, Union, overload
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -36,6 +36,7 @@ from ..errors import (
     describe,
     require,
 )
+from .storage import object_version
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -243,26 +244,43 @@ def _glob(fs: pafs.FileSystem, pattern: str) -> list[str]:
     return [e.path for e in entries if e.type == pafs.FileType.File and fnmatch.fnmatch(e.path, pattern)]
 
 
-def file_stats(paths: Sequence[str], filesystem: pafs.FileSystem | None = None) -> list[tuple[str, int, int]]:
+FileStat = Union[tuple[str, int, int], tuple[str, int, int, str]]
+
+
+@overload
+def file_stats(paths: Sequence[str], filesystem: None = None) -> list[tuple[str, int, int]]: ...
+@overload
+def file_stats(paths: Sequence[str], filesystem: pafs.FileSystem | None) -> list[FileStat]: ...
+def file_stats(paths: Sequence[str], filesystem: pafs.FileSystem | None = None) -> list[Any]:
     """``(path, size, modification time in ns)`` of each file (local by default), in one listing call.
 
     A missing time (some object stores) is ``-1``: the digest then rests on
-    sizes alone for that file.
+    sizes alone for that file. An object opened through ``storage_options``
+    has a fourth field, its version as taken at open (ETag, and version id:
+    :func:`~streamfeed.files.storage.object_version`), so an overwrite of
+    the same size within the same second (S3 times are whole seconds)
+    still changes the digest.
     """
     infos = (filesystem or pafs.LocalFileSystem()).get_file_info(list(paths))
-    return [(info.path, int(info.size or 0), -1 if info.mtime_ns is None else int(info.mtime_ns)) for info in infos]
+    stats: list[Any] = []
+    for info in infos:
+        stat = (info.path, int(info.size or 0), -1 if info.mtime_ns is None else int(info.mtime_ns))
+        version = object_version(filesystem, info.path)
+        stats.append(stat if version is None else (*stat, version))
+    return stats
 
 
-def file_digest(files: Iterable[tuple[str, int, int]], extra: Iterable[str] = ()) -> str:
-    """A short hash of ``(path, size, mtime_ns)`` triples and ``extra`` lines: a source's identity in saved state.
+def file_digest(files: Iterable[FileStat], extra: Iterable[str] = ()) -> str:
+    """A short hash of ``(path, size, mtime_ns[, version])`` tuples and ``extra`` lines: a source's identity in state.
 
     Size and modification time together catch a same-size rewrite (an
     ``.npy`` of other values, plain-encoded Parquet) without reading the
-    data; a filesystem whose clock ticks coarser than the rewrite cannot.
+    data; a filesystem whose clock ticks coarser than the rewrite cannot,
+    except for objects whose version (ETag) is in the tuple.
     """
     digest = hashlib.sha1()
-    for path, size, mtime_ns in files:
-        digest.update(f"{path}\0{size}\0{mtime_ns}\n".encode())
+    for stat in files:
+        digest.update(("\0".join(str(part) for part in stat) + "\n").encode())
     for line in extra:
         digest.update(f"{line}\n".encode())
     return digest.hexdigest()[:16]

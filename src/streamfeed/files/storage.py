@@ -13,22 +13,38 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   ``deadline`` seconds per request, then raises ``NetworkError``
   (``files/retry.py``);
 * **counts** requests, retries and bytes (:class:`StorageCounters`, shown by ``bench``);
-* optionally **caches** fetched ranges on local disk (``files/range_cache.py``).
+* optionally **caches** fetched ranges on local disk (``files/range_cache.py``);
+* takes each object's **version** at open (its ETag, and its version id on a
+  versioned bucket) and makes every ranged GET carry it (``If-Match``, and
+  ``VersionId``), checking the ETag the answer names too: an object replaced
+  while it is read raises :class:`~streamfeed.errors.ObjectChangedError`
+  naming both versions, never served mixed (the version is in
+  ``file_stats``, so in the fingerprint too);
+* bounds **every try in time**: a listing or HEAD gets ``read_timeout``
+  seconds, a ranged GET ``read_timeout`` plus one second per MiB (a
+  slow-loris endpoint trickling bytes never trips botocore's per-read
+  timeout); a try cut so is retried like any network failure, and when one
+  request fails past the deadline the others stop retrying and their GETs
+  in flight are cancelled (a listing or HEAD in flight ends its try), so
+  ``NetworkError`` comes within the deadline plus one timeout.
 
 Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import ArgumentError, describe, require
+from ..errors import ArgumentError, NetworkError, ObjectChangedError, describe, require
 from .range_cache import RangeCache
 from .retry import with_retries
 
@@ -41,13 +57,20 @@ STORAGE_KEYS = {
     "anon": "True for anonymous access to public buckets",
     "deadline": "seconds one request may keep retrying transient network errors (default 60)",
     "connect_timeout": "seconds to wait for a connection (default 5)",
-    "read_timeout": "seconds to wait for data on a connection (default 30)",
+    "read_timeout": "seconds one try may take (default 30; a ranged GET one more per MiB)",
     "block_size": "bytes fetched at least per request of a sequential stream (CSV, TFRecord; default 8 MiB)",
     "cache": "{'dir': local directory, 'max_bytes': bound} to keep fetched ranges on local disk",
     "client": "a dict of further keyword arguments for the fsspec filesystem (e.g. s3fs's)",
 }
 DEFAULT_DEADLINE = 60.0
 DEFAULT_BLOCK = 8 << 20
+DEFAULT_READ_TIMEOUT = 30.0
+# a ranged GET's try may take read_timeout plus this many seconds per byte: 1 s per MiB, so a 100 MB
+# row group gets 130 s by default, and an endpoint sending less than 1 MiB/s is cut as a slow loris
+SECONDS_PER_BYTE = 1.0 / (1 << 20)
+# the fsspec calls pyarrow's FSSpecHandler makes on a read path, given the per-try timeout when they
+# are fsspec's sync wrappers of coroutines (fsspec.asyn.sync cancels the coroutine when it runs out)
+_TIMED_CALLS = frozenset({"info", "find", "isdir", "isfile", "exists", "ls", "cat_file"})
 
 
 @dataclass
@@ -82,6 +105,7 @@ class _Settings:
     deadline: float
     block_size: int
     cache: RangeCache | None
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
 
 def _refuse(what: str, found: str) -> ArgumentError:
@@ -121,7 +145,7 @@ def _s3_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
         "client_kwargs": client_kwargs,
         "config_kwargs": {
             "connect_timeout": _positive(options, "connect_timeout", 5.0),
-            "read_timeout": _positive(options, "read_timeout", 30.0),
+            "read_timeout": _positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
             "retries": {"total_max_attempts": 1},
         },
         "skip_instance_cache": True,  # a new listing (and so new ETags) for every dataset opened
@@ -181,6 +205,7 @@ def open_storage(
         deadline=_positive(storage_options, "deadline", DEFAULT_DEADLINE),
         block_size=int(_positive(storage_options, "block_size", DEFAULT_BLOCK)),
         cache=_cache(storage_options.get("cache")),
+        read_timeout=_positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
     )
     handler = RetryingHandler(fs, settings)
     stripped = [fs._strip_protocol(os.fspath(item)) for item in items]
@@ -193,6 +218,20 @@ def storage_counters(filesystem: pafs.FileSystem | None) -> StorageCounters | No
     return handler.counters if isinstance(handler, RetryingHandler) else None
 
 
+def object_version(filesystem: pafs.FileSystem | None, path: str) -> str | None:
+    """The version of an object as :func:`open_storage`'s filesystem took it at open (None for any other).
+
+    Its ETag, with the version id where the bucket keeps versions: what
+    ``file_stats`` puts in the fingerprint, so that an overwrite within
+    the same second, of the same size, still changes it.
+    """
+    handler = getattr(filesystem, "handler", None)
+    if not isinstance(handler, RetryingHandler):
+        return None
+    etag, version_id = handler.version(path)
+    return None if etag is None else f"{etag}{'@' + version_id if version_id else ''}"
+
+
 def is_remote(filesystem: pafs.FileSystem | None) -> bool:
     """Whether reads go over a network (anything but the local filesystem)."""
     return filesystem is not None and not isinstance(filesystem, pafs.LocalFileSystem)
@@ -202,9 +241,13 @@ class RetryingHandler(pafs.FSSpecHandler):
     """pyarrow's fsspec bridge, with every call retried and counted and every read one ranged request."""
 
     def __init__(self, fs: Any, settings: _Settings) -> None:
-        super().__init__(fs)
+        super().__init__(_Timed(fs, settings.read_timeout) if getattr(fs, "async_impl", False) else fs)
         self.settings = settings
         self.counters = StorageCounters()
+        # when a request last failed past its deadline; requests begun before it stop retrying
+        self._failed_at = float("-inf")
+        self._wake = threading.Condition()
+        self._in_flight: set[concurrent.futures.Future] = set()
         # size and version of each object, asked once: pyarrow opens a Parquet file again for every row
         # group, and the dataset's fingerprint already assumes the objects do not change while it is open
         self._infos: dict[str, dict] = {}
@@ -214,13 +257,128 @@ class RetryingHandler(pafs.FSSpecHandler):
             self._infos[path] = self.call(path, lambda: self.fs.info(path))
         return self._infos[path]
 
+    def version(self, path: str) -> tuple[str | None, str | None]:
+        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none)."""
+        info = self.info(path)
+        etag = info.get("ETag") or info.get("etag")
+        version_id = info.get("VersionId")
+        return (str(etag) if etag else None), (str(version_id) if version_id else None)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``start:end`` of the object as it was at open, in one request (not retried here).
+
+        On S3 (s3fs) the GET carries ``If-Match: <ETag taken at open>`` (and
+        the version id where there is one), and the ETag of the answer is
+        compared too, for a store that ignores the condition; other fsspec
+        filesystems read the range as it is (no version to check).
+        """
+        etag, version_id = self.version(path)
+        fs = self.fs
+        if etag is None or not hasattr(fs, "_call_s3"):
+            return fs.cat_file(path, start=start, end=end)
+        bucket, key, _ = fs.split_path(path)
+        arguments = {"Bucket": bucket, "Key": key, "Range": f"bytes={start}-{end - 1}", "IfMatch": etag}
+        if version_id:
+            arguments["VersionId"] = version_id
+
+        async def get() -> tuple[str | None, bytes]:
+            response = await fs._call_s3("get_object", **arguments)
+            try:
+                return response.get("ETag"), await response["Body"].read()
+            finally:
+                response["Body"].close()
+
+        try:
+            answered, data = self._run(get, self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE)
+        except OSError as exc:
+            if _precondition_failed(exc):
+                raise self._changed(path, etag, "another (the store refused If-Match)") from exc
+            raise
+        if answered is not None and answered != etag:
+            raise self._changed(path, etag, str(answered))
+        return data
+
+    def _changed(self, path: str, etag: str, found: str) -> ObjectChangedError:
+        current = found
+        if found.startswith("another"):
+            try:  # the new version, for the message only
+                current = str(self.fs.info(path, refresh=True).get("ETag") or found)
+            except Exception:  # noqa: BLE001 - the message is what matters; the error stands either way
+                current = found
+        return ObjectChangedError(
+            describe(
+                "An object was replaced while it was being read",
+                where=path,
+                expected=f"the version taken when the data was opened (ETag {etag})",
+                found=f"version {current}",
+                fix=(
+                    "do not overwrite objects while they are read: write a new prefix and open it, "
+                    "or open the data again to read the new version from the start"
+                ),
+            )
+        )
+
+    def _run(self, coroutine: Any, timeout: float) -> Any:
+        """``coroutine()`` on fsspec's loop, cut after ``timeout`` s, cancelled if another request fails."""
+        import asyncio
+
+        future = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coroutine(), timeout), self.fs.loop)
+        with self._wake:
+            self._in_flight.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise _TryCut("cancelled: another request to the storage failed past its deadline") from None
+        except TimeoutError as exc:
+            raise _TryCut(f"no complete answer within {timeout:.1f} s (storage_options['read_timeout'])") from exc
+        finally:
+            with self._wake:
+                self._in_flight.discard(future)
+
+    def _pause(self, seconds: float) -> None:
+        """A pause between tries, ended early when a request fails past its deadline."""
+        with self._wake:
+            self._wake.wait(seconds)
+
+    def _failed(self) -> None:
+        """One request failed past its deadline: the others' tries and retries stop (their NetworkError follows)."""
+        with self._wake:
+            self._failed_at = time.monotonic()
+            in_flight = list(self._in_flight)
+            self._wake.notify_all()
+        for future in in_flight:
+            future.cancel()
+
+    def _given_up(self, started: float) -> bool:
+        """Whether a request should stop retrying: one of its pool failed past the deadline, lately.
+
+        Lately is within the last ``deadline`` seconds: requests begun
+        before the failure stop at once, and those the pool begins after it
+        (the epoch waits for fragments in order, so the failed one may not be
+        next) get one try each instead of a deadline of their own. Later
+        requests (an epoch begun after the network came back) retry as usual.
+        """
+        return time.monotonic() - self._failed_at < self.settings.deadline or self._failed_at >= started
+
     def call(self, what: str, action: Any) -> Any:
         self.counters.add(requests=1)
 
         def retried() -> None:
             self.counters.add(requests=1, retries=1)
 
-        return with_retries(action, what=what, deadline=self.settings.deadline, on_retry=retried)
+        try:
+            return with_retries(
+                action,
+                what=what,
+                deadline=self.settings.deadline,
+                on_retry=retried,
+                sleep=self._pause,
+                given_up=self._given_up,
+            )
+        except NetworkError as exc:
+            if not getattr(exc, "given_up", False):
+                self._failed()
+            raise
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         return self.call(", ".join(paths[:3]), lambda: pafs.FSSpecHandler.get_file_info(self, paths))
@@ -233,6 +391,24 @@ class RetryingHandler(pafs.FSSpecHandler):
 
     def open_input_stream(self, path: str) -> pa.PythonFile:
         return pa.PythonFile(RangeReader(self, path, fetch_at_least=self.settings.block_size), mode="r")
+
+
+class _TryCut(TimeoutError):
+    """One try cut short (timed out, or cancelled): transient, so retried and at worst a NetworkError."""
+
+
+class _Timed:
+    """An async fsspec filesystem whose read-path calls (:data:`_TIMED_CALLS`) each get a timeout."""
+
+    def __init__(self, fs: Any, timeout: float) -> None:
+        self._fs = fs
+        self._timeout = timeout
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._fs, name)
+        if name in _TIMED_CALLS and hasattr(attribute, "__wrapped__"):  # fsspec's sync wrapper: takes timeout=
+            return functools.partial(attribute, timeout=self._timeout)
+        return attribute
 
 
 class RangeReader:
@@ -295,7 +471,7 @@ class RangeReader:
                 handler.counters.add(cache_hits=1)
                 return cached
         what = f"{self._path}, bytes {start}-{end}"
-        data = handler.call(what, lambda: handler.fs.cat_file(self._path, start=start, end=end))
+        data = handler.call(what, lambda: handler.read_range(self._path, start, end))
         handler.counters.add(nbytes=len(data))
         if cache is not None:
             cache.put(key, data)
@@ -304,3 +480,19 @@ class RangeReader:
     def close(self) -> None:
         self.closed = True
         self._block = b""
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (s3fs's translation of botocore's error) is the store's 412 PreconditionFailed."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            return False
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code"))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "412") or status == 412:
+                return True
+        current = current.__cause__ or current.__context__
+    return False
