@@ -58,6 +58,7 @@ from typing import Any, Mapping, NoReturn
 import keras
 
 from ..errors import StateError, describe
+from ..files.atomic import write_atomic
 from .adapter import KerasDataset
 from .workers import check_workers_agree, jax_gather, process_index
 
@@ -81,19 +82,9 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 
 
 def _atomic_write_json(path: Path, data: dict) -> None:
-    """Publishes ``data`` at ``path``: complete and durable, or not at all; never through a link."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(data, file, indent=1)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _fsync(path.parent, directory=True)
+    """Publishes ``data`` at ``path``: complete and durable (file and directory synced), or not at all; never
+    through a link (:func:`~streamfeed.files.atomic.write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=1), durable=True)
 
 
 def _move_in_place(pending: Path, final: Path) -> None:
@@ -358,6 +349,6 @@ def remove_leftovers(directory: Path, *, keep: str | None) -> None:
     for path in directory.glob(f"{PENDING_PREFIX}*"):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-    for path in directory.glob(f".{STATE_FILE}-*.tmp"):
+    for path in directory.glob(f".{STATE_FILE}[.-]*.tmp"):  # files.atomic's temporary names (and older ones)
         if path.is_file() and not path.is_symlink():
             path.unlink(missing_ok=True)
