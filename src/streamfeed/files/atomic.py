@@ -67,7 +67,11 @@ def _sync_directory(directory: str) -> None:
 def _atomic(path: str | os.PathLike, binary: bool, encoding: str, durable: bool) -> Iterator[IO]:
     target = os.path.abspath(os.fspath(path))
     directory, name = os.path.split(target)
-    descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError as exc:  # a directory one cannot write: name the file asked for, not a random temporary name
+        exc.filename = target
+        raise
     try:
         umask = _umask()
         if umask is not None:
