@@ -232,6 +232,7 @@ NOT_THE_HELPER = {
     ("keras/checkpoint.py", "commit_checkpoint", "save_weights"): "weights into a fresh mkdtemp directory (0700)",
     ("keras/checkpoint.py", "DataCheckpoint._save", "save_weights"): "a worker's weights into a TemporaryDirectory",
     ("keras/checkpoint.py", "_move_in_place", "replace"): "committed weights renamed out of their mkdtemp directory",
+    ("keras/checkpoint.py", "_try_lock", "open"): "the checkpoint directory's lock file (O_NOFOLLOW, flock, its pid)",
     # Not a whole-file write.
     ("errors.py", "_append_line", "open"): "appends a line to the report (O_NOFOLLOW: a link there is refused)",
     ("errors.py", "_append_line", "fdopen"): "the descriptor opened O_NOFOLLOW above",

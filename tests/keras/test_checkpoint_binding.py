@@ -171,6 +171,7 @@ def test_a_second_process_checkpointing_into_the_same_directory_is_refused_namin
     assert holder.returncode == 0
     train(data, directory)  # the directory is free again
     assert saved(directory)["keras_epoch"] == 1
+    assert not (directory / checkpoint.LOCK_FILE).exists()  # training ended: the lock and its file are gone
 
 
 def test_a_holder_killed_with_sigkill_leaves_no_lock_behind(data, tmp_path):

@@ -122,9 +122,11 @@ def lock_directory(directory: Path) -> str:
     first one's pending weights as leftovers (it died with a raw
     ``FileNotFoundError``) and interleave their states, so it is refused,
     naming the holder. The kernel drops the lock when its holder exits, even
-    by ``kill -9``: a crash leaves no stale lock. Checkpoints of one process
-    share its lock (a notebook cell run again after an interrupted ``fit``
-    still holds the old callback).
+    by ``kill -9``: a crash leaves no stale lock (only, at worst, the file).
+    The last holder removes the file, so a finished checkpoint directory
+    holds only the checkpoint. Checkpoints of one process share its lock (a
+    notebook cell run again after an interrupted ``fit`` still holds the
+    old callback).
     """
     directory.mkdir(parents=True, exist_ok=True)
     key = os.path.realpath(directory)
@@ -132,42 +134,61 @@ def lock_directory(directory: Path) -> str:
         if key in _HELD:
             _HELD[key][1] += 1
             return key
-        lock = directory / LOCK_FILE
-        try:
-            descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            if not lock.is_symlink():
-                raise
-            raise StateError(
-                describe(
-                    f"Cannot checkpoint into {directory}: its lock file is a symbolic link",
-                    where=str(lock),
-                    expected="a regular lock file (or none yet)",
-                    found=f"a link to {os.readlink(lock)!r}",
-                    fix="remove the link (streamfeed never writes through it)",
-                )
-            ) from exc
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip() or "unknown (starting)"
-            os.close(descriptor)
-            raise StateError(
-                describe(
-                    f"Cannot checkpoint into {directory}: another process is checkpointing there",
-                    where=str(lock),
-                    expected="one process saving checkpoints into a directory at a time",
-                    found=f"the directory locked by process {holder}",
-                    fix=f"give this run another directory, or stop process {holder} first",
-                )
-            ) from None
-        except BaseException:
-            os.close(descriptor)
-            raise
+        while True:
+            descriptor = _try_lock(directory)
+            if _is_the_lock_file(directory / LOCK_FILE, descriptor):
+                break
+            os.close(descriptor)  # locked a file its last holder had just removed: lock the new one
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
         _HELD[key] = [descriptor, 1]
         return key
+
+
+def _is_the_lock_file(lock: Path, descriptor: int) -> bool:
+    try:
+        named = os.stat(lock, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _try_lock(directory: Path) -> int:
+    """The lock file's descriptor, flock-ed; StateError naming the holder if another process has it."""
+    lock = directory / LOCK_FILE
+    try:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if not lock.is_symlink():
+            raise
+        raise StateError(
+            describe(
+                f"Cannot checkpoint into {directory}: its lock file is a symbolic link",
+                where=str(lock),
+                expected="a regular lock file (or none yet)",
+                found=f"a link to {os.readlink(lock)!r}",
+                fix="remove the link (streamfeed never writes through it)",
+            )
+        ) from exc
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip() or "unknown (starting)"
+        os.close(descriptor)
+        raise StateError(
+            describe(
+                f"Cannot checkpoint into {directory}: another process is checkpointing there",
+                where=str(lock),
+                expected="one process saving checkpoints into a directory at a time",
+                found=f"the directory locked by process {holder}",
+                fix=f"give this run another directory, or stop process {holder} first",
+            )
+        ) from None
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def unlock_directory(key: str) -> None:
@@ -179,8 +200,10 @@ def unlock_directory(key: str) -> None:
         held[1] -= 1
         if held[1] == 0:
             del _HELD[key]
+            lock = Path(key) / LOCK_FILE
             with contextlib.suppress(OSError):
-                os.ftruncate(held[0], 0)
+                if _is_the_lock_file(lock, held[0]):
+                    lock.unlink()  # still locked: whoever opens it next finds it gone and makes a new one
             os.close(held[0])
 
 
