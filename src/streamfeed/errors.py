@@ -269,6 +269,33 @@ class ErrorPolicy:
         return BadInputReport(policy=self)
 
 
+def _append_line(path: str | os.PathLike, line: str) -> None:
+    """Appends ``line`` to the report file, never through a link planted at its name (``O_NOFOLLOW``).
+
+    The report is appended to as entries happen (so a crash loses none), so
+    it cannot be written whole and renamed like the other files
+    (``files/atomic.py``, which this module is below); it is opened without
+    following a link instead: a link there is refused, not written through.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if not os.path.islink(path):
+            raise
+        raise ArgumentError(
+            describe(
+                "The bad-input report is not written through a symbolic link",
+                where=os.fspath(path),
+                expected="report_path naming a regular file, or nothing yet",
+                found=f"a link to {os.readlink(os.fspath(path))!r}",
+                fix="remove the link, or give report_path the file it points to",
+            )
+        ) from exc
+    with os.fdopen(descriptor, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+
+
 @dataclass
 class BadInputReport:
     """A machine-readable, exact record of everything skipped.
@@ -347,8 +374,7 @@ class BadInputReport:
             self._seen.add(key)
             self.entries.append(entry)
             if self.policy.report_path is not None:
-                with open(self.policy.report_path, "a", encoding="utf-8") as out:
-                    out.write(json.dumps(asdict(entry)) + "\n")
+                _append_line(self.policy.report_path, json.dumps(asdict(entry)))
         self.check_budget()
 
     def check_budget(self) -> None:

@@ -26,6 +26,7 @@ import math
 import os
 from typing import Any, Sequence
 
+from ..files.atomic import write_atomic
 from .figures import ColumnFigure, Figures, Thumb, compute_figures
 from .report import InspectReport, human_size
 from .svg import (
@@ -551,6 +552,5 @@ def to_html(report: InspectReport, figures: Figures | None = None) -> str:
 
 
 def write_html(report: InspectReport, path: str | os.PathLike) -> None:
-    """Writes :func:`to_html` of ``report`` to ``path`` (UTF-8)."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(to_html(report))
+    """Writes :func:`to_html` of ``report`` to ``path`` (UTF-8; whole, never through a link: ``files.atomic``)."""
+    write_atomic(path, to_html(report))

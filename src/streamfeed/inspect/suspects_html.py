@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from ..files.atomic import write_atomic
 from .figures import THUMB_SIDE, Thumb, thumbnail
 from .html import STYLE, html_table, thumb_figure
 from .svg import escape as _e
@@ -122,14 +123,6 @@ def suspects_page(
 
 
 def write_suspects_html(path: str | os.PathLike, suspects: Sequence[Mapping[str, Any]], **options: Any) -> int:
-    """Writes :func:`suspects_page` to ``path`` (UTF-8, written whole then renamed); returns the suspects shown."""
-    target = os.fspath(path)
-    temporary = os.path.join(os.path.dirname(os.path.abspath(target)), f".{os.path.basename(target)}.{os.getpid()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as out:
-            out.write(suspects_page(suspects, **options))
-        os.replace(temporary, target)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    """Writes :func:`suspects_page` to ``path`` (UTF-8, whole, never through a link); returns the suspects shown."""
+    write_atomic(path, suspects_page(suspects, **options))
     return len(suspects)

@@ -19,9 +19,10 @@ step directories) goes:
 1. the weights are written into a new private temporary directory
    (``tempfile.mkdtemp``: a fresh name, mode 0700, so nothing can be
    planted in it) and ``fsync``-ed;
-2. the state, naming ``model-<save>.weights.h5``, is written to a fresh
-   temporary file (``tempfile.mkstemp``: ``O_CREAT | O_EXCL``, never an
-   existing name or link) through its descriptor, ``fsync``-ed, published
+2. the state, naming ``model-<save>.weights.h5`` and recording its SHA-256,
+   is written to a fresh
+   temporary file (``files.atomic``: ``tempfile.mkstemp``, ``O_CREAT | O_EXCL``,
+   never an existing name or link) through its descriptor, ``fsync``-ed, published
    with ``os.replace`` (which replaces a link at the destination rather
    than following it), and the directory is ``fsync``-ed — the commit;
 3. the weights are moved to their final name with ``os.replace`` and the
@@ -41,23 +42,34 @@ state whose weights file is missing or is not this save's own, weights
 files without a state (the state was deleted: resuming would train fresh
 weights from a saved position, or fresh data from saved weights), and any
 field of the wrong type or out of range; the data state itself is checked
-by the pipeline, before training starts.
+by the pipeline, before training starts. The state binds its weights by
+their SHA-256 (``weights_sha256``): weights of another model of the same
+architecture, or newer weights put under a rolled-back state's name, are
+refused naming both files (a state saved before the digest existed is
+resumed with a warning). One process checkpoints into a directory at a
+time: :func:`lock_directory` (``flock`` on :data:`LOCK_FILE`) refuses a
+second one, naming the holder's pid.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Mapping, NoReturn
 
 import keras
 
 from ..errors import StateError, describe
+from ..files.atomic import write_atomic
 from .adapter import KerasDataset
 from .workers import check_workers_agree, jax_gather, process_index
 
@@ -65,7 +77,9 @@ logger = logging.getLogger("streamfeed")
 STATE_FILE = "data_state.json"
 WEIGHTS_PATTERN = "model-{:06d}.weights.h5"
 PENDING_PREFIX = ".save-"  # + save number + "-": a save's private temporary directory
-FIELDS = ("keras_epoch", "data", "save_number", "weights")
+LOCK_FILE = ".data_checkpoint.lock"  # flock-ed by the one process checkpointing into the directory; holds its pid
+FIELDS = ("keras_epoch", "data", "save_number", "weights", "weights_sha256")
+_DIGEST_BLOCK = 1 << 20
 _FIX = (
     "restore the checkpoint directory's files as they were saved, "
     "or give DataCheckpoint a new directory to train from the start"
@@ -80,20 +94,117 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
         os.close(fd)
 
 
+def weights_digest(path: Path) -> str:
+    """The SHA-256 of a weights file: what binds it to the data state saved with it."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(_DIGEST_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _atomic_write_json(path: Path, data: dict) -> None:
-    """Publishes ``data`` at ``path``: complete and durable, or not at all; never through a link."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    """Publishes ``data`` at ``path``: complete and durable (file and directory synced), or not at all; never
+    through a link (:func:`~streamfeed.files.atomic.write_atomic`)."""
+    write_atomic(path, json.dumps(data, indent=1), durable=True)
+
+
+_HELD: dict[str, list[int]] = {}  # real path of a directory -> [lock file descriptor, holders in this process]
+_HELD_GUARD = threading.Lock()
+
+
+def lock_directory(directory: Path) -> str:
+    """Takes ``directory``'s checkpoint lock for this process; returns the key to :func:`unlock_directory`.
+
+    An exclusive ``flock`` on :data:`LOCK_FILE` (opened ``O_NOFOLLOW``: a
+    link planted there is refused), with this process's pid written in it:
+    a second process checkpointing into the directory would delete the
+    first one's pending weights as leftovers (it died with a raw
+    ``FileNotFoundError``) and interleave their states, so it is refused,
+    naming the holder. The kernel drops the lock when its holder exits, even
+    by ``kill -9``: a crash leaves no stale lock (only, at worst, the file).
+    The last holder removes the file, so a finished checkpoint directory
+    holds only the checkpoint. Checkpoints of one process share its lock (a
+    notebook cell run again after an interrupted ``fit`` still holds the
+    old callback).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    key = os.path.realpath(directory)
+    with _HELD_GUARD:
+        if key in _HELD:
+            _HELD[key][1] += 1
+            return key
+        while True:
+            descriptor = _try_lock(directory)
+            if _is_the_lock_file(directory / LOCK_FILE, descriptor):
+                break
+            os.close(descriptor)  # locked a file its last holder had just removed: lock the new one
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = [descriptor, 1]
+        return key
+
+
+def _is_the_lock_file(lock: Path, descriptor: int) -> bool:
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            json.dump(data, file, indent=1)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
+        named = os.stat(lock, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _try_lock(directory: Path) -> int:
+    """The lock file's descriptor, flock-ed; StateError naming the holder if another process has it."""
+    lock = directory / LOCK_FILE
+    try:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if not lock.is_symlink():
+            raise
+        raise StateError(
+            describe(
+                f"Cannot checkpoint into {directory}: its lock file is a symbolic link",
+                where=str(lock),
+                expected="a regular lock file (or none yet)",
+                found=f"a link to {os.readlink(lock)!r}",
+                fix="remove the link (streamfeed never writes through it)",
+            )
+        ) from exc
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip() or "unknown (starting)"
+        os.close(descriptor)
+        raise StateError(
+            describe(
+                f"Cannot checkpoint into {directory}: another process is checkpointing there",
+                where=str(lock),
+                expected="one process saving checkpoints into a directory at a time",
+                found=f"the directory locked by process {holder}",
+                fix=f"give this run another directory, or stop process {holder} first",
+            )
+        ) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        os.close(descriptor)
         raise
-    _fsync(path.parent, directory=True)
+    return descriptor
+
+
+def unlock_directory(key: str) -> None:
+    """Gives back one holder's share of a directory's lock; the last one closes it (releasing the flock)."""
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            lock = Path(key) / LOCK_FILE
+            with contextlib.suppress(OSError):
+                if _is_the_lock_file(lock, held[0]):
+                    lock.unlink()  # still locked: whoever opens it next finds it gone and makes a new one
+            os.close(held[0])
 
 
 def _move_in_place(pending: Path, final: Path) -> None:
@@ -196,20 +307,46 @@ def load_checkpoint(directory: Path, *, save_model: bool) -> dict[str, Any] | No
                 "directory to train from the start",
             )
         final = directory / expected_weights
-        if not final.is_file():
-            pending = _pending_weights(directory, expected_weights, save_number)
-            if pending is None:
-                _refuse(
-                    path,
-                    f"the weights file {final} it names is missing",
-                    expected=f"{final}, saved with the state",
-                    found="no such file (nor an unfinished save of it)",
-                    fix="restore the weights file as it was saved; resuming without it would train fresh weights "
-                    "from the saved data position",
-                )
+        pending = None if final.is_file() else _pending_weights(directory, expected_weights, save_number)
+        if not final.is_file() and pending is None:
+            _refuse(
+                path,
+                f"the weights file {final} it names is missing",
+                expected=f"{final}, saved with the state",
+                found="no such file (nor an unfinished save of it)",
+                fix="restore the weights file as it was saved; resuming without it would train fresh weights "
+                "from the saved data position",
+            )
+        _check_digest(path, saved, pending or final)
+        if pending is not None:
             _move_in_place(pending, final)  # the save was committed: complete it
             logger.info("completed the interrupted save of %s", final)
     return saved
+
+
+def _check_digest(path: Path, saved: Mapping[str, Any], weights: Path) -> None:
+    """Refuses weights other than those saved with the state: another model's, or newer ones under its name."""
+    recorded = saved.get("weights_sha256")
+    if recorded is None:  # saved before states recorded it: nothing to check against
+        logger.warning("%s records no digest of %s (saved by an older streamfeed): not checked", path, weights.name)
+        return
+    if not isinstance(recorded, str) or len(recorded) != 64:
+        _refuse(
+            path,
+            "the field 'weights_sha256' is not a SHA-256 digest",
+            expected="64 hexadecimal digits",
+            found=repr(recorded),
+        )
+    found = weights_digest(weights)
+    if found != recorded:
+        _refuse(
+            path,
+            f"the weights file {weights} is not the one saved with this data state",
+            expected=f"weights with SHA-256 {recorded}, as recorded in {path} (save {saved['save_number']})",
+            found=f"SHA-256 {found} (another model's weights, or a state rolled back next to newer weights)",
+            fix="put back the weights and the data state saved together, or give DataCheckpoint a new directory "
+            "to train from the start",
+        )
 
 
 class DataCheckpoint(keras.callbacks.Callback):
@@ -225,8 +362,9 @@ class DataCheckpoint(keras.callbacks.Callback):
     Raises:
         StateError: ``directory`` holds a checkpoint that is not whole (a
             state without its weights or the reverse, a field of the wrong
-            type or out of range), or whose data state belongs to another
-            pipeline.
+            type or out of range, weights other than those saved with the
+            state), or whose data state belongs to another pipeline; or
+            another process is checkpointing into ``directory``.
     """
 
     def __init__(
@@ -238,10 +376,27 @@ class DataCheckpoint(keras.callbacks.Callback):
         self.every = every
         self.save_model = save_model
         self._epoch, self._trained = 0, 0
-        self._saved = load_checkpoint(self.directory, save_model=save_model)
-        if self._saved is not None:
-            dataset.dataset.num_batches(state=self._saved["data"])  # the pipeline checks it: StateError
+        # The process that commits holds the directory's lock (lock_directory) from here until training ends or
+        # the callback is collected; it takes it again if it trains or saves once more.
+        self._commits = jax_gather() is None or process_index() == 0
+        self._unlock: weakref.finalize | None = None
+        self._lock()
+        try:
+            self._saved = load_checkpoint(self.directory, save_model=save_model)
+            if self._saved is not None:
+                dataset.dataset.num_batches(state=self._saved["data"])  # the pipeline checks it: StateError
+        except BaseException:
+            self._release()
+            raise
         self._saves = int(self._saved["save_number"]) if self._saved else 0
+
+    def _lock(self) -> None:
+        if self._commits and (self._unlock is None or not self._unlock.alive):
+            self._unlock = weakref.finalize(self, unlock_directory, lock_directory(self.directory))
+
+    def _release(self) -> None:
+        if self._unlock is not None:
+            self._unlock()
 
     @property
     def initial_epoch(self) -> int:
@@ -249,6 +404,7 @@ class DataCheckpoint(keras.callbacks.Callback):
         return int(self._saved["keras_epoch"]) if self._saved else 0
 
     def on_train_begin(self, logs: dict | None = None) -> None:
+        self._lock()
         if self._saved is None:
             return
         self.dataset.set_state(self._saved["data"])
@@ -261,6 +417,9 @@ class DataCheckpoint(keras.callbacks.Callback):
             self._saved["data"]["epoch"],
             {k: v for k, v in self._saved["data"].items() if k in ("unit", "offset", "batches")},  # sharded: batches
         )
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        self._release()
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch, self._trained = epoch, 0
@@ -298,6 +457,7 @@ class DataCheckpoint(keras.callbacks.Callback):
         committing = gather is None or process_index() == 0
         state: dict[str, Any] = {"keras_epoch": keras_epoch, "data": data, "save_number": self._saves}
         if committing:
+            self._lock()
             commit_checkpoint(self.directory, state, self.model if self.save_model else None)
         elif self.save_model:  # into this machine's temporary space, apart from the commit's leftovers
             with tempfile.TemporaryDirectory(prefix="streamfeed-worker-weights-") as scratch:
@@ -318,6 +478,7 @@ def commit_checkpoint(directory: Path, state: dict[str, Any], model: Any = None)
         pending = Path(tempfile.mkdtemp(dir=directory, prefix=f"{PENDING_PREFIX}{number:06d}-")) / weights
         model.save_weights(pending)
         _fsync(pending)
+        state["weights_sha256"] = weights_digest(pending)
     _atomic_write_json(directory / STATE_FILE, state)  # the commit
     if pending is not None:
         _move_in_place(pending, directory / state["weights"])
@@ -358,6 +519,6 @@ def remove_leftovers(directory: Path, *, keep: str | None) -> None:
     for path in directory.glob(f"{PENDING_PREFIX}*"):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-    for path in directory.glob(f".{STATE_FILE}-*.tmp"):
+    for path in directory.glob(f".{STATE_FILE}[.-]*.tmp"):  # files.atomic's temporary names (and older ones)
         if path.is_file() and not path.is_symlink():
             path.unlink(missing_ok=True)

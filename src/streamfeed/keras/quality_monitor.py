@@ -207,18 +207,14 @@ class DataQualityMonitor(keras.callbacks.Callback):
         return found
 
     def write_suspects(self, path: str | os.PathLike, top: int | None = None) -> int:
-        """Writes :meth:`suspects` as JSON lines to ``path`` (written whole, then renamed); returns the count."""
+        """Writes :meth:`suspects` as JSON lines to ``path`` (whole, never through a link); returns the count."""
+        from ..files.atomic import atomic_open
+
         target = Path(path)
         rows = self.suspects(top)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json.dumps(row) + "\n")
-            os.replace(temporary, target)
-        finally:
-            if temporary.exists():
-                temporary.unlink()
+        with atomic_open(target) as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
         return len(rows)
 
     def write_suspects_html(self, path: str | os.PathLike, top: int | None = None) -> int:

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..files.atomic import write_atomic
+
 LABEL_LIMIT = 2**31
 LABEL_EXPECTED = f"an int with 0 <= label < 2**31 = {LABEL_LIMIT} (a sparse class index; not a bool, float or str)"
 
@@ -29,5 +31,4 @@ def class_names(label_map: Mapping[str, int]) -> list[str]:
 
 def write_label_map(label_map: Mapping[str, int], path: str | os.PathLike) -> None:
     """Writes ``{"class name": label, ...}`` as JSON, the form ``read_images(label_map=path)`` reads."""
-    with open(path, "w", encoding="utf-8") as out:
-        json.dump(dict(label_map), out, ensure_ascii=False, indent=1)
+    write_atomic(path, json.dumps(dict(label_map), ensure_ascii=False, indent=1))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
+from ..files.atomic import write_atomic
 from .io import check_source
 from .sketches import kll_from_text, point_quantile, points_from_text
 from .vocabulary import ENCODED_IN_JSON, decode, encode
@@ -236,18 +237,9 @@ class Stats:
         return json.dumps(self.to_dict(), indent=1, default=_json_value)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the JSON atomically: made in memory first (a value JSON cannot hold raises and
-        writes nothing), then a temporary file renamed into place (removed if that fails)."""
-        text = self.to_json()
-        tmp = f"{os.fspath(path)}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        """Writes the JSON whole or not at all: made in memory first (a value JSON cannot hold raises and
+        writes nothing), then published by :func:`~streamfeed.files.atomic.write_atomic` (never through a link)."""
+        write_atomic(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Stats":

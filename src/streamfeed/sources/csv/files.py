@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 
 from ...errors import CorruptFileError, DataError, describe
 from ...files import inflate as _inflate
+from ...files.atomic import write_atomic
 from .scan import Split, UnbalancedQuote
 
 HEAD_BYTES = 1 << 20  # read from every file for its header, delimiter and column types
@@ -71,9 +72,7 @@ def _cached_scan(key: Mapping[str, Any], scan: Callable[[], dict]) -> dict:
     result = scan()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.{id(result)}.tmp")
-        temporary.write_text(json.dumps({"key": key, "scan": result}))
-        os.replace(temporary, path)
+        write_atomic(path, json.dumps({"key": key, "scan": result}))
     except OSError:
         pass  # a read-only home directory only costs a rescan next time
     return result
