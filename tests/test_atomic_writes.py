@@ -223,8 +223,6 @@ NOT_THE_HELPER = {
     ("files/publish.py", "write_manifest", "open"): "the manifest, written last inside a fresh hidden sibling",
     ("files/publish.py", "write_manifest", "open_output_stream"): "the manifest, on object storage",
     ("files/publish.py", "_rename", "rename"): "a directory published whole with one rename",
-    ("files/range_cache.py", "RangeCache.put", "write_bytes"): "S3 range cache (another engineer): needs the helper",
-    ("files/range_cache.py", "RangeCache.put", "replace"): "S3 range cache (another engineer): needs the helper",
     # Files written inside a directory made fresh and private for them: nothing can be planted there.
     ("convert.py", "convert_to_parquet", "ParquetWriter"): "shards inside the Publication's fresh hidden sibling",
     ("convert.py", "convert_to_parquet", "write_table"): "shards inside the Publication's fresh hidden sibling",

@@ -33,12 +33,13 @@ import hashlib
 import os
 import stat
 import struct
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 import xxhash
+
+from .atomic import write_atomic
 
 _SUFFIX = ".range"
 _MAGIC = b"SFRC1\0"
@@ -107,16 +108,9 @@ class RangeCache:
         if len(data) > self.max_bytes or not self._writable:
             return
         entry = _HEADER.pack(_MAGIC, len(data), xxhash.xxh3_64_intdigest(data)) + data
-        temporary = None
         try:
-            fd, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
-            with os.fdopen(fd, "wb") as out:
-                out.write(entry)
-            os.replace(temporary, self.directory / key)
+            write_atomic(self.directory / key, entry)  # mkstemp (O_EXCL), one rename; nothing left on failure
         except OSError as exc:
-            if temporary is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
             self._stop_writing(exc)
             return
         with self._lock:
