@@ -21,8 +21,8 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
 * **Files and links.** Only the suffixes of the supported formats are
   listed; hidden entries and other extensions are ignored and counted in
   ``source.ignored``; a folder or file reachable under two classes through
-  a link is a :class:`SchemaError`, and links out of the root are not
-  followed unless ``follow_links="all"``. See ``listing.py`` for the rules.
+  a link is a :class:`SchemaError`, and folder links out of the root are
+  not followed unless ``follow_links="all"`` (file links always are). See ``listing.py`` for the rules.
   Only local directories are supported.
 * **Columns.** ``image`` ``(n, height, width, channels)`` of ``uint8`` or
   ``float32`` (0..1), ``label`` (int64), ``path`` (str). See ``decode.py``
