@@ -230,3 +230,22 @@ def test_without_labels_a_file_reached_twice_is_read_once(tmp_path):
     (root / "b" / "y.png").symlink_to(root / "a" / "x.png")
     ds = read_images(root, size=(2, 2), labels=None)
     assert [os.path.relpath(path, root) for path in ds.source.files] == [os.path.join("a", "x.png")]
+
+
+def test_a_file_link_to_a_fifo_or_a_device_is_a_bad_file_never_opened(tmp_path):
+    # File links are followed wherever they point: to a FIFO (opening it would block) or /dev/zero (no end).
+    root = _classes(tmp_path / "root")
+    os.mkfifo(tmp_path / "pipe")
+    (root / "cat" / "pipe.png").symlink_to(tmp_path / "pipe")
+    (root / "dog" / "zero.png").symlink_to("/dev/zero")
+    with pytest.raises(sf.CorruptFileError) as excinfo:
+        read_images(root, size=(2, 2))
+    assert str(root / "cat" / "pipe.png") in str(excinfo.value) and "not a regular file" in str(excinfo.value)
+    ds = read_images(root, size=(2, 2), on_error="skip")
+    assert ds.source.class_counts == {"cat": 2, "dog": 3}
+    assert sorted(entry.path for entry in ds.report.entries) == [
+        str(root / "cat" / "pipe.png"),
+        str(root / "dog" / "zero.png"),
+    ]
+    unprobed = read_images(root, size=(2, 2), on_error="skip", verify_headers=False)  # the read refuses them
+    assert sum(len(batch["path"]) for batch in unprobed.batch(4)) == 5

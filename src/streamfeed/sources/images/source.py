@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...core import SourceInfo
+from ...core import Fragment, SourceInfo
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.paths import file_digest, file_stats
 from ..labels import class_names, write_label_map
@@ -190,6 +190,10 @@ class ImageSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
+
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
+        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:
