@@ -103,6 +103,14 @@ class Source(Protocol):
     def row_bytes(self) -> float:
         """Decoded bytes per row of the chosen columns: sizes every buffer to the memory limit."""
 
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Decoded bytes per row of one of its fragments: sizes that fragment (``row_bytes`` is the widest).
+
+        The same as ``row_bytes`` where every fragment's rows are alike; a
+        Parquet row group's own, as a narrow file's rows may sit next to a
+        wide file's (the widest for every fragment refused the narrow file).
+        """
+
     @property
     def exact_counts(self) -> bool:
         """Whether ``num_rows`` of every fragment is what reading yields.

@@ -65,6 +65,14 @@ class ManifestMismatchError(CorruptFileError):
     """
 
 
+class FileChangedError(StreamfeedError, OSError):
+    """A file whose size or modification time changed after the source opened it (rewritten mid-epoch).
+
+    Not bad input: its rows would mix two versions of the data, so it is
+    never skipped under ``on_error="skip"`` (nor taken for a corrupt file).
+    """
+
+
 class PublishError(StreamfeedError, OSError):
     """Output that was written but could not be put in place (a rename or sync the system refused)."""
 

@@ -329,9 +329,10 @@ def read_images(
             whichever is lower. A larger image
             (a decompression bomb) is a bad file: it raises naming the file
             and its declared size, or is skipped and reported.
-        follow_links: ``"inside"`` (default) follows symbolic links only
+        follow_links: ``"inside"`` (default) follows links to folders only
             when their target is inside ``root`` (others are counted in
-            ``source.summary()``); ``"all"`` follows every link. Either way
+            ``source.summary()`` and said in one warning); ``"all"`` follows
+            every link. Links to files are followed wherever they point. Either way
             a file reachable under two classes raises naming both paths.
         on_error: ``"raise"`` (default) at the first bad file, naming it, or
             ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON

@@ -236,9 +236,9 @@ def test_hidden_non_image_unicode_and_symlinks(tmp_path):
         "repeated_directory": 1,
     }
     assert ds.report.skipped_units == 0  # ignored files are not errors
-    inside = read_images(root, size=(3, 3), channels=1)  # the default follows links inside the root only
-    assert [os.path.basename(p) for p in inside.source.files] == ["été 1.png"]
-    assert inside.source.summary()["links"] == {"outside_root": 2, "repeated_file": 0}
+    inside = read_images(root, size=(3, 3), channels=1)  # by default: file links anywhere, folder links inside
+    assert [os.path.basename(p) for p in inside.source.files] == ["link.png", "été 1.png"]
+    assert inside.source.summary()["links"] == {"outside_root": 1, "repeated_file": 0, "unreadable": 0}
 
 
 # -------------------------------------------------------------- damaged files

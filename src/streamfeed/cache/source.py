@@ -94,6 +94,10 @@ class CachedSource:
         # parallel (HDF5: one lock) is decode-bound in its first epoch whatever the threads.
         return None
 
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        inner = fragment.inner if isinstance(fragment, CachedFragment) else fragment
+        return self.inner.fragment_row_bytes(inner)
+
     @property
     def info(self) -> SourceInfo:
         return self.inner.info  # the rows are the source's: so are their schema and classes

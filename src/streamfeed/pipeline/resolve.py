@@ -109,9 +109,9 @@ class Resolution:
 
     def _check_fragments(self) -> tuple[bool, ...]:
         dataset, limit = self.dataset, self.memory_limit
-        row_bytes = float(dataset.source.row_bytes)
         readable = []
         for fragment in dataset.source.fragments:
+            row_bytes = float(dataset.source.fragment_row_bytes(fragment))  # its own: files differ in width
             size = row_bytes * fragment.num_rows
             where = f"{fragment.path}, {fragment.location}"
             found = f"{fragment.num_rows} rows x {row_bytes:.0f} bytes = {size / 2**20:.0f} MiB"
@@ -193,17 +193,34 @@ class Resolution:
         if dataset.window is not None:
             return dataset.window
         sizes = self._sizes()
-        return default_window(
-            float(dataset.source.row_bytes), sizes["fragment_rows"], len(dataset.source.fragments), dataset.lanes
-        )
+        return default_window(self._row_bytes(), sizes["fragment_rows"], len(dataset.source.fragments), dataset.lanes)
 
     def _sizes(self) -> dict[str, float]:
+        """The mean and the largest readable fragment, in rows of :meth:`_row_bytes` (the buffers' unit).
+
+        The largest is the one largest in bytes (each fragment by its own
+        row bytes), counted in rows of the mean row: rows x row bytes is
+        then its size, so a narrow fragment of many rows is not taken for
+        the largest.
+        """
+
         def make() -> dict[str, float]:
-            fragments = self.dataset.source.fragments
-            rows = [fragment.num_rows for fragment, ok in zip(fragments, self.readable()) if ok] or [0]
-            return {"fragment_rows": max(1.0, float(np.mean(rows))), "largest_fragment_rows": float(max(rows))}
+            source = self.dataset.source
+            kept = [fragment for fragment, ok in zip(source.fragments, self.readable()) if ok]
+            rows = [fragment.num_rows for fragment in kept] or [0]
+            sizes = [fragment.num_rows * float(source.fragment_row_bytes(fragment)) for fragment in kept] or [0.0]
+            row_bytes = sum(sizes) / sum(rows) if sum(rows) else float(source.row_bytes)
+            return {
+                "fragment_rows": max(1.0, float(np.mean(rows))),
+                "largest_fragment_rows": max(sizes) / row_bytes if row_bytes else float(max(rows)),
+                "row_bytes": row_bytes,
+            }
 
         return self._once("sizes", make)
+
+    def _row_bytes(self) -> float:
+        """Decoded bytes of a row on average over the readable fragments, each weighed by its own row bytes."""
+        return self._sizes()["row_bytes"]
 
     def _batch_rows(self) -> int:
         """Rows of one served batch (a lane's share of a step when sharded)."""
@@ -219,8 +236,9 @@ class Resolution:
             dataset = self.dataset
             # Sharded, each lane's share of the limit: a worker's buffers then do not depend on the worker count.
             share = self.memory_limit // (dataset.lanes or 1)
+            sizes = self._sizes()
             return plan_layout(
-                row_bytes=float(dataset.source.row_bytes),
+                row_bytes=sizes["row_bytes"],
                 batch_rows=self._batch_rows(),
                 shuffled=dataset.shuffled,
                 window=min(self.window, max(1, len(dataset.source.fragments))),  # a unit holds what there is
@@ -229,7 +247,8 @@ class Resolution:
                 memory_limit=share,
                 # Per-fragment ops run in the read threads and may run in parallel where the source's reads cannot.
                 read_parallelism=None if dataset.row_ops else dataset.source.read_parallelism,
-                **self._sizes(),
+                fragment_rows=sizes["fragment_rows"],
+                largest_fragment_rows=sizes["largest_fragment_rows"],
             )
 
         return self._once("layout", make)
@@ -238,7 +257,7 @@ class Resolution:
         """What the autotuner may spend: the layout's sizes and the limit it was planned for."""
         dataset = self.dataset
         return Budget(
-            row_bytes=float(dataset.source.row_bytes),
+            row_bytes=self._row_bytes(),
             fragment_rows=self._sizes()["fragment_rows"],
             batch_rows=self._batch_rows(),
             window=self.layout().window,

@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence, Union, cast
 
 import numpy as np
 
-from ..core import Chunk, SourceInfo, fragmenting_digest, records_settings
+from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
 from ..errors import (
     ArgumentError,
     BadInputReport,
@@ -56,6 +56,7 @@ from ..errors import (
     describe,
 )
 from ..files.paths import file_digest, file_stats
+from ..files.stamps import Stamps, stamps_field, take_stamps, unchanged
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20
@@ -382,12 +383,21 @@ class NumpyFragment:
     start: int
     stop: int
     _arrays: tuple[tuple[str, _Array], ...]
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_stamps", take_stamps(a.path for _, a in self._arrays))  # at open; read() checks
 
     @property
     def location(self) -> str:
         return f"rows {self.start}-{self.stop - 1}"
 
     def read(self) -> Chunk:
+        """:meth:`_read`, refused if a file changed since the source opened them (``files/stamps.py``)."""
+        with unchanged(tuple(array.path for _, array in self._arrays), self._stamps):
+            return self._read()
+
+    def _read(self) -> Chunk:
         chunk = {}
         for name, array in self._arrays:
             try:
@@ -544,6 +554,10 @@ class NumpySource:
         if not self._layout:
             return 64.0
         return float(max(8, sum(d.itemsize * int(np.prod(s, dtype=np.int64)) for d, s in self._layout.values())))
+
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
+        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

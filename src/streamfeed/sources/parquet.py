@@ -32,11 +32,12 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from ..core import Chunk, SourceInfo, fragmenting_digest, records_settings
+from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
 from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ..files.paths import PathLike, file_digest, file_stats, resolve_files
 from ..files.schema import unify
+from ..files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from ..files.storage import is_remote
 from .labels import LABEL_EXPECTED, class_names, is_label, write_label_map
 
@@ -67,12 +68,23 @@ class ParquetFragment:
     _policy: ColumnPolicy
     _missing: frozenset[str]
     _remote: bool = False
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_stamps", () if self._remote else take_stamps((self.path,))
+        )  # taken at open, checked by read()
 
     @property
     def location(self) -> str:
         return f"row group {self.row_group}"
 
     def read(self) -> Chunk:
+        """:meth:`_read`, refused if the file changed since the source opened it (``files/stamps.py``)."""
+        with unchanged((self.path,), self._stamps):
+            return self._read()
+
+    def _read(self) -> Chunk:
         locate = self._row_before_filter if self._filter is not None else None
         where = Where(self.path, self.row_group, self.first_row, self._missing, locate)
         try:
@@ -432,9 +444,10 @@ class ParquetSource:
     def _row_bytes(self, good: Sequence[tuple[str, Any]]) -> float:
         """Decoded bytes per row of the projected columns: the largest of any row group's footer.
 
-        Every row group is planned with the largest estimate, so a file whose
-        rows are far wider than the first file's (long strings) cannot
-        overrun the memory limit. A string or binary value also costs a
+        The widest row group's estimate bounds any row (``row_bytes``); each
+        fragment is sized by its own row group's (:meth:`fragment_row_bytes`),
+        so a narrow file of many rows next to a wide one is not taken for
+        many wide rows. A string or binary value also costs a
         Python object once decoded to NumPy (measured ~57 bytes: an 8-byte
         pointer and a 49-byte ``str`` header), which the footer's byte counts
         do not include. A fixed-width column (numbers, booleans, times)
@@ -442,23 +455,35 @@ class ParquetSource:
         uncompressed size counts the pages' encoding (a float32 column
         written with pyarrow's default dictionary attempt: 6 bytes a value).
         """
+        groups = [
+            (fragment.metadata, group) for _, fragment in good for group in range(fragment.metadata.num_row_groups)
+        ]
+        return max((self._group_row_bytes(metadata, group) for metadata, group in groups), default=8.0)
+
+    def _group_row_bytes(self, metadata: Any, group: int) -> float:
+        """One row group's decoded bytes per row of the projected columns (see :meth:`_row_bytes`)."""
         kinds = {name: self.schema.field(name).type for name in self._columns}
         fixed = sum(_fixed_bytes(kind) for kind in kinds.values() if _is_fixed_width(kind))
         wanted = {name for name, kind in kinds.items() if not _is_fixed_width(kind)}
         strings = sum(1 for kind in kinds.values() if _is_text(kind))
         widest = 0.0
-        for _, fragment in good if wanted else ():
-            metadata = fragment.metadata
-            absent = sum(1 for name in wanted if name not in metadata.schema.names)  # filled with nulls
-            for group in range(metadata.num_row_groups):
-                rg = metadata.row_group(group)
-                total = sum(
-                    rg.column(i).total_uncompressed_size
-                    for i in range(rg.num_columns)
-                    if rg.column(i).path_in_schema.split(".")[0] in wanted
-                )
-                widest = max(widest, total / max(rg.num_rows, 1) + 8.0 * absent)
+        if wanted:
+            present = set(metadata.schema.names)
+            absent = sum(1 for name in wanted if name not in present)  # filled with nulls
+            rg = metadata.row_group(group)
+            total = sum(
+                rg.column(i).total_uncompressed_size
+                for i in range(rg.num_columns)
+                if rg.column(i).path_in_schema.split(".")[0] in wanted
+            )
+            widest = total / max(rg.num_rows, 1) + 8.0 * absent
         return max(8.0, fixed + widest + _TEXT_OBJECT_BYTES * strings)
+
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Its own row group's decoded bytes per row (``row_bytes`` is the widest row group's)."""
+        if not isinstance(fragment, ParquetFragment):
+            return float(self.row_bytes)
+        return self._group_row_bytes(fragment._fragment.metadata, fragment.row_group)
 
     @property
     def column_names(self) -> list[str]:

@@ -38,6 +38,9 @@ class SubsetSource:
     def read_parallelism(self) -> int | None:
         return self.inner.read_parallelism
 
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        return float(self.inner.fragment_row_bytes(fragment))
+
     @property
     def info(self) -> SourceInfo:
         return self.inner.info

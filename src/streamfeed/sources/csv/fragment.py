@@ -34,6 +34,7 @@ from ...core import Chunk
 from ...errors import CorruptFileError, DataError, SkippedUnit, describe
 from ...files import inflate as _inflate
 from ...files.arrow import Where, table_to_chunk
+from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .files import _open_stream
 from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
 from .scan import LongRecord, long_records, record_lines
@@ -81,6 +82,12 @@ class CsvFragment:
     _options: _Options = field(repr=False)
     _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
     _hints: ParseHints = field(default_factory=lambda: ParseHints(), repr=False, compare=False)
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_stamps", take_stamps((self.path,), self._options.filesystem)
+        )  # taken at open, checked by read()
 
     @property
     def location(self) -> str:
@@ -285,6 +292,11 @@ class CsvFragment:
         return pa.schema([(name, kinds[name]) for name in options.columns]).empty_table()
 
     def read(self) -> Chunk:
+        """:meth:`_read`, refused if the file changed since the source opened it (``files/stamps.py``)."""
+        with unchanged((self.path,), self._stamps):
+            return self._read()
+
+    def _read(self) -> Chunk:
         options = self._options
         skip = options.report.on_error == "skip"
         invalid: list[tuple] = []  # ragged rows, as pyarrow's handler saw them

@@ -37,9 +37,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...core import Chunk, SourceInfo, fragmenting_digest, records_settings
+from ...core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
+from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .catalog import Column, check_encoding, check_filters, decode_text, load_h5py, read_catalog
 from .guard import CheckedFiles, refuse_outside_data
 from .handles import ProcessReader, empty_out, read_range
@@ -64,12 +65,21 @@ class HDF5Fragment:
     _processes: ProcessReader | None = None
     _allow_external: bool = False
     _checked: CheckedFiles | None = dataclasses.field(default=None, compare=False)
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_stamps", take_stamps((self.path,)))  # taken at open, checked at every read
 
     @property
     def location(self) -> str:
         return f"rows {self.start}-{self.stop - 1}"
 
     def read(self) -> Chunk:
+        """:meth:`_read`, refused if the file changed since the source opened it (``files/stamps.py``)."""
+        with unchanged((self.path,), self._stamps):
+            return self._read()
+
+    def _read(self) -> Chunk:
         try:
             if self._processes is not None:
                 out = self._processes.read(self.path, self._columns, self.start, self.stop, self._allow_external)
@@ -304,6 +314,10 @@ class HDF5Source:
             return 64.0
         layouts = {fragment._columns for fragment in self.fragments} or {self._columns}
         return float(max(8, *(sum(c.decoded_row_bytes for c in layout) for layout in layouts)))
+
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
+        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

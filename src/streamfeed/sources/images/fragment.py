@@ -11,13 +11,15 @@ opens, before training. Decoding itself is ``decode.py``'s.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from ...core import Chunk
-from ...errors import BadInputReport, CorruptFileError, SkippedUnit, describe
+from ...errors import BadInputReport, CorruptFileError, FileChangedError, SkippedUnit, describe
+from ...files.stamps import Stamp, Stamps, check_stamp, stamps_field, take_stamps
 from .decode import (
     JPEG_HEAD_BYTES,
     DecodeSpec,
@@ -52,6 +54,10 @@ class ImageFragment:
     paths: tuple[str, ...]
     labels: np.ndarray | None
     _source: FragmentSource = field(repr=False, compare=False)
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_stamps", take_stamps(self.paths))  # taken at open, checked by each file's read
 
     @property
     def path(self) -> str:
@@ -73,12 +79,13 @@ class ImageFragment:
             error = source.bad_files.get(path)
             if error is None:
                 try:
-                    with open(path, "rb") as handle:
-                        data = handle.read()
+                    data = self._load(index)
                     if not data:
                         raise ImageDecodeError("the file is empty (0 bytes)")
                     images[index] = decode(data, spec, source.decoder)
                     continue
+                except FileChangedError:
+                    raise  # not a bad file: rows of two versions of the folder would be mixed
                 except (ImageDecodeError, OSError) as exc:
                     error = source.bad_files.setdefault(path, corrupt(path, exc))
                     if source.report.on_error == "raise":
@@ -98,12 +105,31 @@ class ImageFragment:
         """The files' bytes as they are (``decode=False``), for storing or later decoding."""
         contents = np.empty(len(self.paths), dtype=object)
         for index, path in enumerate(self.paths):
-            with open(path, "rb") as handle:
-                contents[index] = handle.read()
+            try:
+                contents[index] = self._load(index)
+            except FileChangedError:
+                raise
+            except (ImageDecodeError, OSError) as exc:  # unreadable since the probe (a link to /proc)
+                raise corrupt(path, exc) from exc
         chunk: Chunk = {"image_bytes": contents, "path": np.array(self.paths, dtype=object)}
         if self.labels is not None:
             chunk["label"] = self.labels.copy()
         return chunk
+
+    def _load(self, index: int) -> bytes:
+        """File ``index``'s bytes, refused if it is not the file stamped at open (a same-size rewrite included).
+
+        Only a regular file is opened: a link may point anywhere, and a FIFO
+        would block the read, a device never end.
+        """
+        path, taken = self.paths[index], self._stamps[index] if self._stamps else None
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ImageDecodeError("not a regular file (a device, a FIFO or a socket)")
+        with open(path, "rb") as handle:
+            data = handle.read()
+            if taken is not None:
+                check_stamp(path, taken, Stamp.of(os.fstat(handle.fileno())))
+        return data
 
 
 def corrupt(path: str, exc: BaseException) -> CorruptFileError:
@@ -112,7 +138,7 @@ def corrupt(path: str, exc: BaseException) -> CorruptFileError:
     reason = str(exc) if isinstance(exc, ImageDecodeError) else f"{type(exc).__name__}: {exc}"
     return CorruptFileError(
         describe(
-            "Could not decode an image",
+            "Could not read an image file" if isinstance(exc, OSError) else "Could not decode an image",
             where=path,
             expected="a JPEG, PNG, WebP, TIFF, BMP or GIF image",
             found=reason,
@@ -153,7 +179,10 @@ def _probe(path: str, spec: DecodeSpec | None) -> BaseException | None:
     against its bound too, so a decompression bomb is found at open.
     """
     try:
-        if os.stat(path).st_size == 0:
+        found = os.stat(path)
+        if not stat.S_ISREG(found.st_mode):  # a link to a device or FIFO: never opened (it may block or not end)
+            return ImageDecodeError("not a regular file (a device, a FIFO or a socket)")
+        if found.st_size == 0:
             return ImageDecodeError("the file is empty (0 bytes)")
         with open(path, "rb") as handle:
             # JPEGs by libjpeg-turbo's C header read (Pillow's Python parse holds the GIL: 0.07 ms a file

@@ -22,9 +22,16 @@ from the source because ``inspect`` lists folders the same way.
   :class:`SchemaError` naming both paths, whatever ``on_error``: it would
   mislabel every image behind it. Reached twice within one class (a cycle,
   two links to one place) it is read once and counted (``summary()``).
-  With ``follow_links="inside"`` (default) a link whose target is outside
-  the root (``dog/slash -> /``) is not followed, only counted;
-  ``follow_links="all"`` follows it.
+  A link to a *file* is followed wherever it points (each is an explicit
+  choice: ``train/cat/x.jpg -> ../../pool/x.jpg`` cuts splits out of one
+  pool). With ``follow_links="inside"`` (default) a link to a *folder*
+  outside the root (``dog/slash -> /``) is not followed, only counted;
+  ``follow_links="all"`` follows it. A link that cannot be resolved (its
+  target is not the reader's to see: ``/proc/1/cwd/x.jpg``) is listed when
+  its name is an image's, so the header probe or the read reports it as a
+  bad file naming the link, under ``on_error``; any other is counted in
+  ``links["unreadable"]``. Whatever is not followed is said once, in one
+  warning with the counts, on the ``streamfeed`` logger.
 * **Label maps.** A given map is checked when the source opens: every label
   an ``int`` with ``0 <= label < 2**31`` (a sparse class index; gaps are
   allowed, bools, floats and strings are not), no two alike.
@@ -33,6 +40,7 @@ from the source because ``inspect`` lists folders the same way.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
@@ -44,6 +52,8 @@ from .decode import IMAGE_SUFFIXES
 Labels = Literal["inferred"]
 FollowLinks = Literal["inside", "all"]
 FOLLOW_LINKS = ("inside", "all")
+
+logger = logging.getLogger("streamfeed")
 
 
 @dataclass
@@ -57,8 +67,11 @@ class Listing:
     ignored: dict[str, list[str]] = field(
         default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []}
     )
-    # links not followed (their target is outside the root), and links to a file already listed in its class
-    links: dict[str, list[str]] = field(default_factory=lambda: {"outside_root": [], "repeated_file": []})
+    # folder links not followed (their target is outside the root), links to a file already listed in its
+    # class, and links not listed that cannot be resolved (not the reader's to see)
+    links: dict[str, list[str]] = field(
+        default_factory=lambda: {"outside_root": [], "repeated_file": [], "unreadable": []}
+    )
 
 
 @dataclass(frozen=True)
@@ -92,10 +105,11 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
     cycle, or two links to it) it is counted in ``ignored["repeated_directory"]``;
     reached under another class it is an error naming both paths. A link to
     a file already listed is counted in ``links["repeated_file"]`` (the
-    same class) or an error (another class). With ``follow_links="inside"``
-    a link whose target is outside the root is not followed, only counted
-    in ``links["outside_root"]``. Only links cost a ``realpath``; other
-    entries' real paths are their folder's plus the name.
+    same class) or an error (another class). File links are followed
+    wherever they point; with ``follow_links="inside"`` a folder link whose
+    target is outside the root is not followed, only counted in
+    ``links["outside_root"]`` and said in one warning. Only links cost a
+    ``realpath``; other entries' real paths are their folder's plus the name.
     """
     if follow_links not in FOLLOW_LINKS:
         raise ArgumentError(
@@ -121,11 +135,22 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
                 listing.ignored["hidden"].append(path)
                 continue
             link = entry.is_symlink()
-            real = os.path.realpath(path) if link else os.path.join(real_dir, name)
-            if link and follow_links == "inside" and not _inside(real, real_root):
+            if link:
+                try:
+                    real = os.path.realpath(path)  # raises when a link on the way may not be read (/proc/1/cwd)
+                except OSError:
+                    if name.lower().endswith(IMAGE_SUFFIXES) and not (labels == "inferred" and not parts):
+                        found.append((parts + (name,), path, -1))  # the probe or the read reports it by on_error
+                    else:
+                        listing.links["unreadable"].append(path)
+                    continue
+            else:
+                real = os.path.join(real_dir, name)
+            is_dir = _is_dir(entry)
+            if link and is_dir and follow_links == "inside" and not _inside(real, real_root):
                 listing.links["outside_root"].append(path)
                 continue
-            if _is_dir(entry):
+            if is_dir:
                 subfolders.append((name, real))
             elif not name.lower().endswith(IMAGE_SUFFIXES):
                 listing.ignored["not_image"].append(path)
@@ -158,7 +183,23 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
         listing.sizes.append(size)
     for paths in (*listing.ignored.values(), *listing.links.values()):
         paths.sort()
+    _say_not_followed(root, listing)
     return listing
+
+
+def _say_not_followed(root: str, listing: Listing) -> None:
+    """One warning with the counts of the links not followed: nothing vanishes from an epoch without a word."""
+    outside, unreadable = listing.links["outside_root"], listing.links["unreadable"]
+    if not outside and not unreadable:
+        return
+    parts = []
+    if outside:
+        parts.append(
+            f"{len(outside)} folder links out of the root (first {outside[0]}; follow_links='all' follows them)"
+        )
+    if unreadable:
+        parts.append(f"{len(unreadable)} links that cannot be resolved (first {unreadable[0]})")
+    logger.warning("Image folder %s: not followed: %s", root, "; ".join(parts))
 
 
 def no_images(root: str, listing: Listing, labels: Labels | None) -> NotFoundError:
@@ -180,7 +221,7 @@ def no_images(root: str, listing: Listing, labels: Labels | None) -> NotFoundErr
         count(len(ignored["not_image"]), "file with another suffix", "files with another suffix"),
         count(len(outside), "image outside class folders", "images outside class folders"),
         count(len(ignored["repeated_directory"]), "folder reached again", "folders reached again"),
-        count(len(links["outside_root"]), "link out of the root", "links out of the root")
+        count(len(links["outside_root"]), "folder link out of the root", "folder links out of the root")
         + " (not followed; follow_links='all' follows them)",
     ]
     amounts = [

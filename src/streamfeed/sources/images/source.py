@@ -21,8 +21,8 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
 * **Files and links.** Only the suffixes of the supported formats are
   listed; hidden entries and other extensions are ignored and counted in
   ``source.ignored``; a folder or file reachable under two classes through
-  a link is a :class:`SchemaError`, and links out of the root are not
-  followed unless ``follow_links="all"``. See ``listing.py`` for the rules.
+  a link is a :class:`SchemaError`, and folder links out of the root are
+  not followed unless ``follow_links="all"`` (file links always are). See ``listing.py`` for the rules.
   Only local directories are supported.
 * **Columns.** ``image`` ``(n, height, width, channels)`` of ``uint8`` or
   ``float32`` (0..1), ``label`` (int64), ``path`` (str). See ``decode.py``
@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...core import SourceInfo, fragmenting_digest, records_settings
+from ...core import Fragment, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.paths import file_digest, file_stats
 from ..labels import class_names, write_label_map
@@ -193,6 +193,10 @@ class ImageSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
+
+    def fragment_row_bytes(self, fragment: Fragment) -> float:
+        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
+        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 from ...core import Chunk
 from ...errors import BadInputReport, CorruptFileError, DataError, OnError, SkippedUnit, describe
 from ...files import inflate as _inflate
+from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from . import fast
 from . import format as fmt
 from .index import record_where
@@ -77,12 +78,23 @@ class TFRecordFragment:
     compressed: bool
     _decoder: Decoder = field(repr=False, compare=False)
     _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_stamps", take_stamps((self.path,), self._decoder.filesystem)
+        )  # taken at open, checked by read()
 
     @property
     def location(self) -> str:
         return f"records {self.first_record}-{self.first_record + self.num_rows - 1}"
 
     def read(self) -> Chunk:
+        """:meth:`_read`, refused if the file changed since the source opened it (``files/stamps.py``)."""
+        with unchanged((self.path,), self._stamps):
+            return self._read()
+
+    def _read(self) -> Chunk:
         data = self.load()
         starts, lengths, bad_crc, problem = fmt.split_records(data, self.num_rows)
         if problem is not None:
