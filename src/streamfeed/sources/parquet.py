@@ -346,7 +346,8 @@ class ParquetSource:
         index_columns = self._index_columns(file_schemas)
         if columns is None:
             columns = [name for name in full_schema.names if name not in index_columns]
-        unknown = [name for name in columns if name not in full_schema.names]
+        known = set(full_schema.names)  # ``Schema.names`` builds a new list per access: quadratic in a loop
+        unknown = [name for name in columns if name not in known]
         if unknown:
             raise SchemaError(
                 describe(
@@ -446,7 +447,7 @@ class ParquetSource:
         widest = 0.0
         for _, fragment in good if wanted else ():
             metadata = fragment.metadata
-            absent = sum(1 for name in wanted if name not in metadata.schema.names)  # filled with nulls
+            absent = len(wanted - set(metadata.schema.names))  # filled with nulls; one list, not one per name
             for group in range(metadata.num_row_groups):
                 rg = metadata.row_group(group)
                 total = sum(
