@@ -121,14 +121,17 @@ class DataQualityMonitor(keras.callbacks.Callback):
         self.ledger = MarginLedger(max_rows=max_rows, threshold=threshold)
         self.history: list[dict[str, float]] = []
         self._kept: dict[int, tuple[tuple, np.ndarray]] = {}
+        # Batches are kept only while fit trains: evaluate and predict (+111 MiB over a 64 MiB limit, measured
+        # when they were kept) and fit's validation serve batches that on_train_batch_end never reports.
+        self._fitting = self._testing = self._training = False
         self._lock = threading.Lock()  # TensorFlow serves batches from a tf.data thread
         self._epoch_stats = _EpochStats()
         dataset.add_batch_listener(self._served)
 
     # ------------------------------------------------------------ the tap
     def _served(self, number: int, packed: tuple, ids: np.ndarray | None) -> None:
-        if number % self.every or ids is None or len(packed) < 2:
-            return
+        if not self._training or number % self.every or ids is None or len(packed) < 2:
+            return  # outside fit's training (evaluate, predict, fit's validation) no batch is trained: none kept
         with self._lock:
             if number == 0:  # a new stream (an epoch, or a peek's replay): what is kept is of the old one
                 self._kept.clear()
@@ -137,8 +140,36 @@ class DataQualityMonitor(keras.callbacks.Callback):
                 del self._kept[min(self._kept)]
 
     # -------------------------------------------------------- Keras hooks
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self._set(fitting=True)
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        self._set(fitting=False)
+
+    def on_test_begin(self, logs: dict | None = None) -> None:  # also fit's validation, on fit's callbacks
+        self._set(testing=True)
+
+    def on_test_end(self, logs: dict | None = None) -> None:
+        self._set(testing=False)
+
+    def on_predict_begin(self, logs: dict | None = None) -> None:
+        self._set(testing=True)
+
+    def on_predict_end(self, logs: dict | None = None) -> None:
+        self._set(testing=False)
+
+    def _set(self, *, fitting: bool | None = None, testing: bool | None = None) -> None:
+        """Whether served batches are kept: while ``fit`` trains only; leaving it drops what is kept (never trained)."""
+        with self._lock:
+            self._fitting = self._fitting if fitting is None else fitting
+            self._testing = self._testing if testing is None else testing
+            self._training = self._fitting and not self._testing
+            if not self._training:
+                self._kept.clear()
+
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch_stats = _EpochStats()
+        self.ledger.begin_epoch()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         with self._lock:
