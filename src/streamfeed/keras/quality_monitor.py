@@ -4,9 +4,12 @@ Keras callbacks never see the batch, so :class:`DataQualityMonitor` taps
 the :class:`~streamfeed.keras.KerasDataset` (``add_batch_listener``): every
 batch served is kept under its number in the epoch until
 ``on_train_batch_end`` reports that number trained, then measured and
-dropped. Keras reads ahead a few batches and replays the ones it peeked
-at before an epoch, so what is held is the read-ahead (at most 256
-batches). With
+dropped. Batches served outside ``fit``'s training (``evaluate``,
+``predict``, ``fit``'s validation: between ``on_test_begin`` or
+``on_predict_begin`` and their ends, or before ``on_train_begin``) are
+not kept at all: none of them is trained. Keras reads ahead a few
+batches and replays the ones it peeked at before an epoch, so what is
+held is the read-ahead (at most 256 batches). With
 ``steps_per_execution = k`` Keras reports one batch end per execution (its
 last step): every kept batch up to it is measured then, with the weights
 after the whole execution, a little later than one step after it was
@@ -45,7 +48,7 @@ from .label_noise import MarginLedger, margins_and_losses
 
 logger = logging.getLogger("streamfeed")
 # Batches kept at most: Keras's read-ahead (TensorFlow's feed pulls blocks of up to 64 batches, keras/feeds.py)
-# is far below; more are kept only when the dataset serves batches that are not trained (evaluate).
+# is far below; a bound all the same, as a dataset could serve batches fit never reports trained.
 _MAX_KEPT = 256
 _LUMA = np.array([0.299, 0.587, 0.114])  # Pillow's RGB -> L weights, as inspect's image report uses
 
@@ -70,6 +73,12 @@ class DataQualityMonitor(keras.callbacks.Callback):
     class (a callback cannot add one to the user's model): the estimated
     noise rate is the share of rows whose AUM is negative. Why, and its
     biases, in :mod:`.label_noise` and ``docs/self-healing.md``.
+
+    Refused with :class:`~streamfeed.errors.ArgumentError` (training stops,
+    as a wrong estimate would be worse than none): outputs holding NaN or
+    infinity (a diverged model), float labels that are not whole numbers,
+    labels outside the model's classes, NaN ids, and an id trained twice in
+    one epoch (ids that are not unique would merge rows).
 
     Per epoch it adds ``label_noise_rate`` (and, for image inputs,
     ``image_blur_median``, ``image_brightness_mean``, ``image_dark_share``,
