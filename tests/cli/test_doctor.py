@@ -222,3 +222,14 @@ def test_only_moved_reads_are_offered_as_a_repair():
     assert reads_retuned(tuning(Settings(2, 4, 8), Settings(4, 8, 8)))
     assert reads_retuned(tuning(Settings(2, 2, 8), Settings(2, 4, 8)))
     assert not reads_retuned(tuning(Settings(2, 14, 8), Settings(2, 14, 32)))  # a deeper queue alone
+
+
+def test_file_and_column_names_with_escape_sequences_never_reach_the_terminal_raw(tmp_path):
+    # issue 22, item 14: a file named "x\x1b[2J" cleared the user's terminal when doctor printed its name.
+    table = _table(5_000).append_column("c\x1b[31m", pa.array(np.full(5_000, 7.0)))  # a constant: a finding names it
+    path = tmp_path / "x\x1b[2J.parquet"
+    pq.write_table(table, path)
+    proc = streamfeed("doctor", path, "--seconds", SECONDS, "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b" not in proc.stdout
+    assert "x\\x1b[2J.parquet" in proc.stdout and "c\\x1b[31m" in proc.stdout  # shown, as visible characters

@@ -79,3 +79,13 @@ def test_names_from_the_data_print_literally_never_as_markup_or_terminal_escapes
     out = capsys.readouterr().out
     assert "\x1b" not in out  # no raw escape byte reaches the terminal
     assert markup in out and "\\x1b[2Jcleared" in out and "[red]dir" in out
+
+
+def test_a_file_named_with_an_escape_sequence_prints_as_its_characters(tmp_path, capsys):
+    # issue 22, item 14 (doctor printed such names raw; inspect's table and warnings must not either)
+    path = tmp_path / "x\x1b[2J.parquet"
+    pq.write_table(pa.table({"index": list(range(50)), "v": [1.0] * 50}), path)  # "index" warns, naming the file
+    assert main(["inspect", str(path), "--quiet", "--quality"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "x\\x1b[2J.parquet" in out

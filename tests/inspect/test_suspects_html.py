@@ -34,6 +34,7 @@ def _monitored(folder):
     )
     monitor = sf.keras.DataQualityMonitor(train)
     monitor.set_model(model)
+    monitor.on_train_begin()  # as fit calls it: batches are kept only while fit trains
     with train:
         train.on_epoch_begin()
         for number in range(len(train)):

@@ -148,6 +148,7 @@ def test_a_bounded_ledger_keeps_the_same_uniform_sample_every_epoch():
     ids = np.arange(10_000)
     margins = np.where(ids % 10 == 0, -1.0, 1.0)  # every tenth row "mislabelled"
     for _ in range(3):  # three epochs, in another order each time
+        ledger.begin_epoch()
         order = np.random.default_rng(_).permutation(ids)
         for batch in np.array_split(order, 40):
             ledger.add(batch, np.zeros(len(batch)), margins[batch], np.zeros(len(batch)))
@@ -162,6 +163,7 @@ def test_a_bounded_ledger_keeps_the_same_uniform_sample_every_epoch():
 def test_string_ids_and_the_report_order(tmp_path):
     ledger = MarginLedger()
     ledger.add(np.array(["a", "b", "c"], dtype=object), np.array([0, 1, 1]), np.array([0.5, -2.0, -0.1]), np.ones(3))
+    ledger.begin_epoch()
     ledger.add(np.array(["b"], dtype=object), np.array([1]), np.array([-1.0]), np.ones(1))
     rows = ledger.suspects()
     assert [(row["id"], row["rank"], row["times_trained"]) for row in rows] == [("b", 1, 2), ("c", 2, 1)]
@@ -183,6 +185,7 @@ def test_padded_rows_are_not_measured_and_one_batch_end_covers_the_batches_befor
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(3)])
     monitor = sf.keras.DataQualityMonitor(train)
     monitor.set_model(model)
+    monitor.on_train_begin()  # batches are kept only while fit trains
     with train:
         train.on_epoch_begin()
         served = [train[i] for i in range(len(train))]
@@ -193,3 +196,69 @@ def test_padded_rows_are_not_measured_and_one_batch_end_covers_the_batches_befor
         train.on_epoch_end()
     assert sorted(monitor.ledger.ids()) == ids.tolist()
     assert [row["times_trained"] for row in monitor.ledger.suspects(top=10)] == [1] * 10
+
+
+# ------------------------------------------------------------ refused input (issue 22, item 13)
+def test_nan_outputs_are_refused_not_counted_as_clean_rows():
+    # A diverged model: before, NaN margins compared False with the threshold and the estimate read 0.0 %.
+    with pytest.raises(ArgumentError, match="NaN or infinite"):
+        margins_and_losses(np.array([[np.nan, 1.0], [0.5, 0.2]]), np.array([0, 1]))
+    with pytest.raises(ArgumentError, match="NaN or infinite"):
+        margins_and_losses(np.array([[np.nan], [0.3]]), np.array([0, 1]))  # a binary model
+
+
+def test_float_labels_that_are_not_class_ids_are_refused_not_truncated():
+    logits = np.array([[2.0, 0.5, -1.0], [0.0, 3.0, 1.0]])
+    with pytest.raises(ArgumentError, match="not class ids"):
+        margins_and_losses(logits, np.array([0.0, 1.7]))  # before: 1.7 was taken as class 1
+    with pytest.raises(ArgumentError, match="not class ids"):
+        margins_and_losses(logits, np.array([0.0, np.nan]))
+    margin, _ = margins_and_losses(logits, np.array([0.0, 2.0]))  # whole-number floats are class ids
+    assert margin.tolist() == [1.5, -2.0]
+
+
+def test_a_label_outside_a_binary_model_is_refused_not_taken_as_class_0():
+    with pytest.raises(ArgumentError, match="not a class"):
+        margins_and_losses(np.array([[0.9], [0.2]]), np.array([1, 2]))  # before: 2 was read as class 0
+
+
+def test_nan_ids_are_refused_they_would_be_a_new_row_every_epoch():
+    ledger = MarginLedger()
+    with pytest.raises(ArgumentError, match="NaN"):
+        ledger.add(np.array([1.0, np.nan]), np.array([0, 1]), np.array([0.5, -1.0]), np.ones(2))
+    with pytest.raises(ArgumentError, match="NaN"):
+        ledger.add(np.array(["a", float("nan")], dtype=object), np.array([0, 1]), np.ones(2), np.ones(2))
+    assert len(ledger) == 0  # nothing half-added
+
+
+def test_colliding_ids_in_one_epoch_are_refused_not_merged():
+    ledger = MarginLedger()
+    ledger.add(np.array([1, 2]), np.array([0, 1]), np.array([0.5, -1.0]), np.ones(2))
+    with pytest.raises(ArgumentError, match="not unique"):
+        ledger.add(np.array([3, 2]), np.array([0, 0]), np.array([0.5, 0.5]), np.ones(2))  # id 2 again, same epoch
+    with pytest.raises(ArgumentError, match="not unique"):
+        MarginLedger().add(np.array([7, 7]), np.array([0, 1]), np.ones(2), np.ones(2))  # twice in one batch
+    assert [row["times_trained"] for row in ledger.suspects(top=5)] == [1, 1]  # the refused batch left no trace
+    ledger.begin_epoch()
+    ledger.add(np.array([3, 2]), np.array([0, 1]), np.array([0.5, 0.5]), np.ones(2))  # a new epoch: id 2 again is fine
+    assert sorted(ledger.ids()) == [1, 2, 3]
+
+
+def test_batches_served_to_evaluate_and_predict_are_not_kept(tmp_path):
+    import keras
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import streamfeed as sf
+
+    ids = np.arange(64)
+    pq.write_table(pa.table({"id": ids, "x": ids.astype("float32"), "label": ids % 2}), tmp_path / "t.parquet")
+    train = sf.read_parquet(tmp_path / "t.parquet").batch(8).to_keras(label="label", ids="id")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    monitor = sf.keras.DataQualityMonitor(train)
+    model.fit(train, epochs=1, callbacks=[monitor], verbose=0)
+    assert len(monitor.ledger) == 64 and not monitor._kept
+    model.evaluate(train, verbose=0)  # before: its 8 batches were kept (up to 256: +111 MiB over a 64 MiB limit)
+    model.predict(train, verbose=0)
+    assert not monitor._kept

@@ -15,6 +15,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..inspect.render import visible
+
 WIDTH = 118  # the text report's lines, wrapped under their finding
 
 
@@ -48,22 +50,27 @@ def _jsonable(value: Any) -> Any:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The findings as lines: ``repair`` or ``ok``, the kind, what was measured, and the repair under it."""
+    """The findings as lines: ``repair`` or ``ok``, the kind, what was measured, and the repair under it.
+
+    Paths and every summary and repair (they quote file, column and class
+    names from the data) pass through ``visible``: a file named
+    ``x\x1b[2J`` prints as those characters instead of clearing the terminal.
+    """
     rows = f"{result['rows']:,}" if result["rows_exact"] else f"about {result['rows']:,}"
     files = f"{result['files']:,} file{'s' if result['files'] != 1 else ''}"
     lines = [
-        f"streamfeed doctor  {result['data']}: {result['format']}, {files}, {rows} rows; "
+        f"streamfeed doctor  {visible(result['data'])}: {result['format']}, {files}, {rows} rows; "
         f"measured for {result['seconds']:,.1f} s"
     ]
     indent = " " * 23
     wrap: dict[str, Any] = {"width": WIDTH, "break_on_hyphens": False, "break_long_words": False}
     for finding in result["findings"]:
         head = f"  {'repair' if finding['repair'] else 'ok':<7}{finding['kind']:<14}"
-        lines.append(textwrap.fill(finding["summary"], initial_indent=head, subsequent_indent=indent, **wrap))
+        lines.append(textwrap.fill(visible(finding["summary"]), initial_indent=head, subsequent_indent=indent, **wrap))
         if finding["action"]:
             lines.append(
                 textwrap.fill(
-                    finding["action"], initial_indent=indent + "-> ", subsequent_indent=indent + "   ", **wrap
+                    visible(finding["action"]), initial_indent=indent + "-> ", subsequent_indent=indent + "   ", **wrap
                 )
             )
     repairs = result["repairs"]

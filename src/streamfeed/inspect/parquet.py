@@ -156,8 +156,9 @@ def _null_counts(metas: list, schemas: list[pa.Schema], names: list[str]) -> dic
     counts: dict[str, int] = {}
     unknown: set[str] = set()
     for meta, schema in zip(metas, schemas):
+        present = set(schema.names)  # once per file: ``schema.names`` builds a new list on every access
         for name in names:
-            if name not in schema.names:
+            if name not in present:
                 counts[name] = counts.get(name, 0) + meta.num_rows
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
@@ -169,7 +170,8 @@ def _null_counts(metas: list, schemas: list[pa.Schema], names: list[str]) -> dic
                     unknown.add(name)
                 else:
                     counts[name] = counts.get(name, 0) + stats.null_count
-    return {name: count for name, count in counts.items() if name not in unknown and name in names}
+    wanted = set(names)
+    return {name: count for name, count in counts.items() if name not in unknown and name in wanted}
 
 
 def _sample(handle: pq.ParquetFile, path: str, rows: int) -> dict[str, np.ndarray]:

@@ -11,6 +11,11 @@ from .report import InspectReport, human_size
 _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)] if code not in (0x09, 0x0A)}
 
 
+def visible(text: Any) -> str:
+    """``text`` with its control characters (escape sequences) shown as ``\\xNN``, for plain-text output."""
+    return str(text).translate(_CONTROLS)
+
+
 def escape(text: Any) -> str:
     """``text`` as rich prints it literally: markup escaped, control characters (escape sequences) made visible.
 
@@ -21,7 +26,7 @@ def escape(text: Any) -> str:
     """
     from rich.markup import escape as rich_escape
 
-    return rich_escape(str(text).translate(_CONTROLS))
+    return rich_escape(visible(text))
 
 
 def _short(value: Any, width: int = 60) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import ArgumentError, describe
 
 _FULL = np.uint64(2**64 - 1)
-_FIELDS = ("sum_margin", "sum_loss", "last_margin", "seen", "label", "hash")
+_FIELDS = ("sum_margin", "sum_loss", "last_margin", "seen", "label", "hash", "epoch")  # epoch: the last one seen in
 
 
 def row_hashes(ids: np.ndarray) -> np.ndarray:
@@ -67,12 +67,28 @@ def margins_and_losses(outputs: np.ndarray, labels: np.ndarray) -> tuple[np.ndar
     """
     scores = np.asarray(outputs, dtype=np.float64)
     scores = scores.reshape(len(scores), -1)
-    labels = np.asarray(labels)
-    if labels.ndim == 2 and labels.shape[1] > 1:
-        labels = labels.argmax(axis=1)
-    given = labels.reshape(len(labels)).astype(np.int64)
+    if not np.isfinite(scores).all():  # a NaN margin is never below the threshold: it would read as a clean row
+        raise ArgumentError(
+            describe(
+                "The model's outputs hold NaN or infinite values: no margin can be measured",
+                expected="finite logits or probabilities",
+                found=f"{int(np.count_nonzero(~np.isfinite(scores).all(axis=1)))} of {len(scores)} rows non-finite",
+                fix="the model diverged: lower the learning rate or clip gradients (keras.callbacks.TerminateOnNaN)",
+            )
+        )
+    given = class_ids(labels)
     rows = np.arange(len(scores))
     is_probability = bool(scores.size) and scores.min() >= 0.0 and scores.max() <= 1.0
+    classes = max(scores.shape[1], 2)  # one output: a binary model, labels 0 and 1
+    if given.min(initial=0) < 0 or given.max(initial=0) >= classes:
+        raise ArgumentError(
+            describe(
+                "A label is not a class of the model's output",
+                expected=f"labels in 0..{classes - 1}",
+                found=f"labels from {given.min()} to {given.max()}",
+                fix="check label= against the model's last layer",
+            )
+        )
     if scores.shape[1] == 1:
         score = scores[:, 0]
         if is_probability:
@@ -80,15 +96,6 @@ def margins_and_losses(outputs: np.ndarray, labels: np.ndarray) -> tuple[np.ndar
             score = np.log(clipped) - np.log1p(-clipped)
         margin = np.where(given == 1, score, -score)
         return margin, np.logaddexp(0.0, -margin)
-    if given.min(initial=0) < 0 or given.max(initial=0) >= scores.shape[1]:
-        raise ArgumentError(
-            describe(
-                "A label is not a class of the model's output",
-                expected=f"labels in 0..{scores.shape[1] - 1}",
-                found=f"labels from {given.min()} to {given.max()}",
-                fix="check label= against the model's last layer",
-            )
-        )
     # Reductions run over classes, so the (classes, rows) copy: for few classes numpy reduces a short
     # inner axis 10x slower than a long one (measured: 65 vs 5 us for the max of 1024 x 4).
     columns = np.ascontiguousarray(scores.T)
@@ -105,6 +112,39 @@ def margins_and_losses(outputs: np.ndarray, labels: np.ndarray) -> tuple[np.ndar
     return margin, loss
 
 
+def class_ids(labels: np.ndarray) -> np.ndarray:
+    """Labels as int64 class ids: one-hot (or soft) rows by their largest entry, floats only if whole numbers.
+
+    A float label such as 1.7 (a regression target, or a wrong column) is
+    refused rather than truncated to class 1.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] > 1:
+        return np.asarray(labels.argmax(axis=1), dtype=np.int64)
+    labels = labels.reshape(len(labels))
+    if labels.dtype.kind == "f":
+        bad = ~np.isfinite(labels) | (labels != np.round(labels))
+        if bad.any():
+            raise ArgumentError(
+                describe(
+                    "Labels are not class ids",
+                    expected="whole-number class ids (or one-hot rows)",
+                    found=f"{int(np.count_nonzero(bad))} of {len(labels)} labels such as {labels[bad][0]!r}",
+                    fix="pass the class-id column as label=, or round it to classes first with .map",
+                )
+            )
+    elif labels.dtype.kind not in "iub":
+        raise ArgumentError(
+            describe(
+                "Labels are not class ids",
+                expected="integer class ids (or one-hot rows)",
+                found=f"labels of dtype {labels.dtype}",
+                fix="pass the class-id column as label=",
+            )
+        )
+    return labels.astype(np.int64)
+
+
 class MarginLedger:
     """Per-row sums of margins and losses, a noise-rate estimate and the ranked suspects.
 
@@ -119,6 +159,7 @@ class MarginLedger:
             raise ArgumentError(describe("max_rows must be positive", found=str(max_rows), fix="pass None or >= 1"))
         self.max_rows, self.threshold = max_rows, float(threshold)
         self._cut = _FULL  # rows whose id hash is <= the cut are tracked
+        self._epoch = 1.0  # rows seen in this epoch carry it: a second sighting is a colliding id
         self._slots: dict[Hashable, int] = {}
         self._ids: list[Any] = []
         self._data = {name: np.zeros(1024, dtype=np.uint64 if name == "hash" else np.float64) for name in _FIELDS}
@@ -131,15 +172,37 @@ class MarginLedger:
         """The share of all rows this ledger tracks (1.0 unless ``max_rows`` was reached)."""
         return 1.0 if self._cut == _FULL else float(self._cut) / float(_FULL)
 
+    def begin_epoch(self) -> None:
+        """Starts a new epoch: each tracked row may be trained once more."""
+        self._epoch += 1.0
+
     def add(self, ids: np.ndarray, labels: np.ndarray, margins: np.ndarray, losses: np.ndarray) -> None:
-        """Records one trained batch: one margin and loss per row."""
+        """Records one trained batch: one margin and loss per row.
+
+        Refused, before anything is recorded: NaN ids (NaN equals nothing,
+        so each would be a new row every epoch) and an id trained twice in
+        one epoch (two rows sharing an id would be merged into one AUM).
+        """
         ids = np.asarray(ids)
-        labels = np.asarray(labels)
-        labels = labels.argmax(axis=1) if labels.ndim == 2 and labels.shape[1] > 1 else labels.reshape(len(ids))
+        labels = class_ids(labels)
+        _refuse_nan_ids(ids)
         hashes = row_hashes(ids) if self.max_rows is not None else np.zeros(len(ids), dtype=np.uint64)
         keep = hashes <= self._cut
         keys = ids[keep].tolist()
         found = list(map(self._slots.get, keys))  # one C-level pass; rows seen before are most of them
+        seen = np.asarray([slot for slot in found if slot is not None], dtype=np.int64)
+        again = seen[self._data["epoch"][seen] == self._epoch]
+        if len(again) or len(set(keys)) < len(keys):
+            twice = self._ids[int(again[0])] if len(again) else next(k for k in keys if keys.count(k) > 1)
+            raise ArgumentError(
+                describe(
+                    "The row ids are not unique: an id was trained twice in one epoch",
+                    where="the batches trained in one epoch",
+                    expected="one id per row (ids= names a column unique per row)",
+                    found=f"id {_plain(twice)!r} again",
+                    fix="pass a unique column as ids= (for image folders, ids='path'); two rows would share one AUM",
+                )
+            )
         if None in found:
             found = [self._slot(key, h) if slot is None else slot for key, h, slot in zip(keys, hashes[keep], found)]
         slots = np.asarray(found, dtype=np.int64)
@@ -149,6 +212,7 @@ class MarginLedger:
         np.add.at(data["seen"], slots, 1.0)
         data["last_margin"][slots] = margins[keep]
         data["label"][slots] = labels[keep]
+        data["epoch"][slots] = self._epoch
         if self.max_rows is not None and len(self._ids) > self.max_rows:
             self._shrink()
 
@@ -209,6 +273,25 @@ class MarginLedger:
     def ids(self) -> Iterable[Any]:
         """The tracked ids, in the order they were first seen."""
         return list(self._ids)
+
+
+def _refuse_nan_ids(ids: np.ndarray) -> None:
+    """Raises if an id is NaN: it is unequal to itself, so the ledger would grow by it every epoch."""
+    if ids.dtype.kind == "f":
+        nan = int(np.count_nonzero(np.isnan(ids)))
+    elif ids.dtype.kind == "O":
+        nan = sum(1 for value in ids.tolist() if isinstance(value, float) and value != value)
+    else:
+        return
+    if nan:
+        raise ArgumentError(
+            describe(
+                "Row ids are NaN",
+                expected="one id per row, never NaN (ids= names a column unique per row)",
+                found=f"{nan} of {len(ids)} ids in a batch are NaN",
+                fix="fill the id column (or pass another one as ids=)",
+            )
+        )
 
 
 def _plain(value: Any) -> Any:

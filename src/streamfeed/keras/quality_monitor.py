@@ -4,9 +4,12 @@ Keras callbacks never see the batch, so :class:`DataQualityMonitor` taps
 the :class:`~streamfeed.keras.KerasDataset` (``add_batch_listener``): every
 batch served is kept under its number in the epoch until
 ``on_train_batch_end`` reports that number trained, then measured and
-dropped. Keras reads ahead a few batches and replays the ones it peeked
-at before an epoch, so what is held is the read-ahead (at most 256
-batches). With
+dropped. Batches served outside ``fit``'s training (``evaluate``,
+``predict``, ``fit``'s validation: between ``on_test_begin`` or
+``on_predict_begin`` and their ends, or before ``on_train_begin``) are
+not kept at all: none of them is trained. Keras reads ahead a few
+batches and replays the ones it peeked at before an epoch, so what is
+held is the read-ahead (at most 256 batches). With
 ``steps_per_execution = k`` Keras reports one batch end per execution (its
 last step): every kept batch up to it is measured then, with the weights
 after the whole execution, a little later than one step after it was
@@ -45,7 +48,7 @@ from .label_noise import MarginLedger, margins_and_losses
 
 logger = logging.getLogger("streamfeed")
 # Batches kept at most: Keras's read-ahead (TensorFlow's feed pulls blocks of up to 64 batches, keras/feeds.py)
-# is far below; more are kept only when the dataset serves batches that are not trained (evaluate).
+# is far below; a bound all the same, as a dataset could serve batches fit never reports trained.
 _MAX_KEPT = 256
 _LUMA = np.array([0.299, 0.587, 0.114])  # Pillow's RGB -> L weights, as inspect's image report uses
 
@@ -70,6 +73,12 @@ class DataQualityMonitor(keras.callbacks.Callback):
     class (a callback cannot add one to the user's model): the estimated
     noise rate is the share of rows whose AUM is negative. Why, and its
     biases, in :mod:`.label_noise` and ``docs/self-healing.md``.
+
+    Refused with :class:`~streamfeed.errors.ArgumentError` (training stops,
+    as a wrong estimate would be worse than none): outputs holding NaN or
+    infinity (a diverged model), float labels that are not whole numbers,
+    labels outside the model's classes, NaN ids, and an id trained twice in
+    one epoch (ids that are not unique would merge rows).
 
     Per epoch it adds ``label_noise_rate`` (and, for image inputs,
     ``image_blur_median``, ``image_brightness_mean``, ``image_dark_share``,
@@ -121,14 +130,17 @@ class DataQualityMonitor(keras.callbacks.Callback):
         self.ledger = MarginLedger(max_rows=max_rows, threshold=threshold)
         self.history: list[dict[str, float]] = []
         self._kept: dict[int, tuple[tuple, np.ndarray]] = {}
+        # Batches are kept only while fit trains: evaluate and predict (+111 MiB over a 64 MiB limit, measured
+        # when they were kept) and fit's validation serve batches that on_train_batch_end never reports.
+        self._fitting = self._testing = self._training = False
         self._lock = threading.Lock()  # TensorFlow serves batches from a tf.data thread
         self._epoch_stats = _EpochStats()
         dataset.add_batch_listener(self._served)
 
     # ------------------------------------------------------------ the tap
     def _served(self, number: int, packed: tuple, ids: np.ndarray | None) -> None:
-        if number % self.every or ids is None or len(packed) < 2:
-            return
+        if not self._training or number % self.every or ids is None or len(packed) < 2:
+            return  # outside fit's training (evaluate, predict, fit's validation) no batch is trained: none kept
         with self._lock:
             if number == 0:  # a new stream (an epoch, or a peek's replay): what is kept is of the old one
                 self._kept.clear()
@@ -137,8 +149,36 @@ class DataQualityMonitor(keras.callbacks.Callback):
                 del self._kept[min(self._kept)]
 
     # -------------------------------------------------------- Keras hooks
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self._set(fitting=True)
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        self._set(fitting=False)
+
+    def on_test_begin(self, logs: dict | None = None) -> None:  # also fit's validation, on fit's callbacks
+        self._set(testing=True)
+
+    def on_test_end(self, logs: dict | None = None) -> None:
+        self._set(testing=False)
+
+    def on_predict_begin(self, logs: dict | None = None) -> None:
+        self._set(testing=True)
+
+    def on_predict_end(self, logs: dict | None = None) -> None:
+        self._set(testing=False)
+
+    def _set(self, *, fitting: bool | None = None, testing: bool | None = None) -> None:
+        """Whether served batches are kept: while ``fit`` trains only; leaving it drops what is kept (never trained)."""
+        with self._lock:
+            self._fitting = self._fitting if fitting is None else fitting
+            self._testing = self._testing if testing is None else testing
+            self._training = self._fitting and not self._testing
+            if not self._training:
+                self._kept.clear()
+
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch_stats = _EpochStats()
+        self.ledger.begin_epoch()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         with self._lock:

@@ -361,7 +361,8 @@ class ParquetSource:
         index_columns = self._index_columns(file_schemas)
         if columns is None:
             columns = [name for name in full_schema.names if name not in index_columns]
-        unknown = [name for name in columns if name not in full_schema.names]
+        known = set(full_schema.names)  # ``Schema.names`` builds a new list per access: quadratic in a loop
+        unknown = [name for name in columns if name not in known]
         if unknown:
             raise SchemaError(
                 describe(
