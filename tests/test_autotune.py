@@ -464,9 +464,10 @@ def test_a_map_that_inflates_rows_keeps_the_tuner_inside_the_limit_by_measured_b
     assert np.array_equal(ids, np.arange(INFLATED_FRAGMENTS * INFLATED_ROWS))
     assert np.array_equal(ids, np.concatenate([batch["id"] for batch in untuned]))
 
-    # peak RSS growth of the epoch in a fresh process: the limit, plus one fragment of the map's
-    # transient per read thread (the int64 input and its float64 copy before the repeat: ~0.6 MB),
-    # plus allocator slack. Measured after the fix: see the report; before it: 149 MiB tuned.
+    # peak RSS growth of the epoch in a fresh process, tuned and not: within the limit (what the
+    # estimate counts) plus 16 MiB for what it does not (the map's float64 copy before the repeat,
+    # 0.3 MB a thread; the allocator's per-thread arenas; the interpreter's own growth). Measured on
+    # 2 cores: 48 MiB tuned (149 before), 33-57 MiB untuned.
     grown = {}
     for mode in ("untuned", "tuned"):
         out = subprocess.run(
@@ -476,4 +477,4 @@ def test_a_map_that_inflates_rows_keeps_the_tuner_inside_the_limit_by_measured_b
         rows, kib = map(int, out.stdout.split())
         assert rows == INFLATED_FRAGMENTS * INFLATED_ROWS
         grown[mode] = kib / 1024
-    assert grown["tuned"] <= INFLATED_LIMIT / 2**20 + 16, grown
+    assert max(grown.values()) <= INFLATED_LIMIT / 2**20 + 16, grown
