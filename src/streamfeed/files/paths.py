@@ -289,18 +289,27 @@ def file_digest(files: Iterable[FileStat], extra: Iterable[str] = ()) -> str:
 MANIFEST_NAME = "_streamfeed_manifest.json"
 MANIFEST_FORMAT = "streamfeed-manifest"
 MANIFEST_VERSION = 1
+# The format of the manifest an object-store publish puts first and replaces by the final one last
+# (``files/publish.py``): a reader that finds it refuses the directory (older versions too: they
+# do not know the format).
+PUBLISHING_FORMAT = "streamfeed-manifest-publishing"
 # A shard's checksum, by the name its manifest entry lists it under: ``convert`` lists sha256; the
 # conversion cache, which hashes every part it writes and reads, the ~10x cheaper xxh3_128 (7.4 GB/s
 # against 0.7 on this machine's cores).
 DIGEST_NAMES = ("sha256", "xxh3_128")
 
 
-def load_manifest(fs: pafs.FileSystem, path: str) -> dict:
+def load_manifest(fs: pafs.FileSystem, path: str, *, publishing: bool = False) -> dict:
     """The manifest at ``path``, checked for shape: ``{"format", "version", "rows", "files": [...]}``.
 
     Each entry of ``files`` is ``{"path", "rows", "bytes"}`` and a checksum
     (one of :data:`DIGEST_NAMES`), its path relative to the manifest's
     directory (``/``-separated, never leaving it).
+
+    The manifest of a publish on object storage that has not finished
+    (:data:`PUBLISHING_FORMAT`: its shards may be part old, part new, with
+    the same names and sizes) raises :class:`ManifestMismatchError` naming
+    the directory, unless ``publishing`` (the writer replacing it asks so).
     """
 
     def refuse(found: str) -> CorruptFileError:
@@ -319,6 +328,18 @@ def load_manifest(fs: pafs.FileSystem, path: str) -> dict:
             manifest = json.loads(stream.read())
     except (OSError, ValueError) as exc:
         raise refuse(str(exc)) from exc
+    if isinstance(manifest, dict) and manifest.get("format") == PUBLISHING_FORMAT:
+        if not publishing:
+            raise ManifestMismatchError(
+                describe(
+                    "A publish of this directory was interrupted, or is still under way",
+                    where=path.rsplit("/", 1)[0],
+                    expected="a complete output: its final manifest is put once every shard is in place",
+                    found=f"{path} of a publish not finished: its shards may be part old, part new",
+                    fix="wait for the writer to finish, or write the directory again (with overwrite)",
+                )
+            )
+        manifest = {**manifest, "format": MANIFEST_FORMAT}  # checked for shape as a final one
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise refuse(f"a {type(manifest).__name__} without format {MANIFEST_FORMAT!r}")
     if manifest.get("version") != MANIFEST_VERSION:
@@ -349,7 +370,9 @@ def check_manifests(fs: pafs.FileSystem, root: str, entries: Sequence[pafs.FileI
     and every data file below a manifest's directory must be listed by the
     nearest such manifest: a shard missing or cut short, or a leftover of
     another write among the shards, raises :class:`ManifestMismatchError`
-    naming the file. Names and sizes only, from the listing the reader
+    naming the file; so does the manifest of a publish to object storage
+    that did not finish (:func:`load_manifest`), whose shards may have the
+    listed names and sizes and still be part old, part new. Names and sizes only, from the listing the reader
     makes anyway: checksums would read every byte at every open, which is
     the cost of a full pass (``streamfeed.files.publish.verify_output``
     does that on demand).

@@ -28,12 +28,19 @@ the writer dies at (SQLite's atomic commit, Hadoop's ``_SUCCESS``). So a
    between those two renames leaves the old output under the ``-old-``
    name and no destination, never a mixture.
 
-Object stores have no rename of a directory: there the manifest goes into
-the destination *first* (one atomic put) and the shards are moved in after
-it, so a reader sees the old output, or a manifest whose shards are not all
-there yet (refused by the reader), or the new output. Readers check names
-and sizes at every open (``files/paths.check_manifests``);
-:func:`verify_output` also checks every checksum.
+Object stores have no rename of a directory: there a *publishing*
+manifest (``files.paths.PUBLISHING_FORMAT``) goes into the destination
+first (one atomic put), the shards are moved in one by one, and the final
+manifest replaces it last (one atomic put). A reader sees the old output,
+or the publishing manifest, which it refuses naming the directory, or the
+new output. Without that first put a writer killed between two shards left
+the new manifest over old and new shards of the same names and sizes, which
+names and sizes cannot tell apart (``tests/storage/test_remote_publish.py``).
+A flip of one pointer to a new prefix would also do, but would change the
+layout every reader lists; checking digests at every open would read every
+byte twice. Readers check names and sizes at every open
+(``files/paths.check_manifests``); :func:`verify_output` also checks every
+checksum.
 """
 
 from __future__ import annotations
@@ -55,7 +62,15 @@ import pyarrow.fs as pafs
 import xxhash
 
 from ..errors import CorruptFileError, ManifestMismatchError, OutputExistsError, PublishError, describe
-from .paths import DIGEST_NAMES, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, check_manifests, load_manifest
+from .paths import (
+    DIGEST_NAMES,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    MANIFEST_VERSION,
+    PUBLISHING_FORMAT,
+    check_manifests,
+    load_manifest,
+)
 
 _TEMPORARY = re.compile(r"\.(?P<name>.+)\.streamfeed-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]{8}")
 _BLOCK = 4 * 2**20
@@ -180,7 +195,7 @@ class Publication:
         ours = {manifest_path}
         if any(entry.path == manifest_path for entry in entries):
             try:
-                manifest = load_manifest(self.fs, manifest_path)
+                manifest = load_manifest(self.fs, manifest_path, publishing=True)  # an interrupted publish: ours too
                 ours.update(f"{self.destination}/{entry['path']}" for entry in manifest["files"])
             except CorruptFileError:  # a damaged output of ours: its shards are still recognised by ``owns``
                 pass
@@ -237,13 +252,23 @@ class Publication:
         listing = self.fs.get_file_info(pafs.FileSelector(self.destination, recursive=True)) if replace else []
         old = {entry.path for entry in listing if entry.type == pafs.FileType.File}
         self.fs.create_dir(self.destination, recursive=True)
-        write_manifest(self.fs, self.destination, manifest)  # from here a reader refuses until all shards are in
+        # from here a reader refuses the directory, by name, until the final manifest is in
+        write_manifest(self.fs, self.destination, {**manifest, "format": PUBLISHING_FORMAT})
         new = {f"{self.destination}/{entry['path']}" for entry in manifest["files"]}
         for path in sorted(old - new - {f"{self.destination}/{MANIFEST_NAME}"}):
             self.fs.delete_file(path)
         for entry in manifest["files"]:
-            self.fs.move(self.path(entry["path"]), f"{self.destination}/{entry['path']}")
+            move_shard(self.fs, self.path(entry["path"]), f"{self.destination}/{entry['path']}")
+        write_manifest(self.fs, self.destination, manifest)  # one put: every shard is in place
         _remove_tree(self.fs, self.staging)
+
+
+def move_shard(fs: pafs.FileSystem, source: str, target: str) -> None:
+    """Moves one staged shard into a remote destination (a copy and a delete on object storage).
+
+    One function per shard so that a crash test can stop the writer between two shards.
+    """
+    fs.move(source, target)
 
 
 def write_manifest(fs: pafs.FileSystem, directory: str, manifest: dict) -> str:

@@ -40,6 +40,18 @@ takes effect are those of the larger of the two layouts, both within the
 limit. The order of batches does not depend on any of this: the reader
 yields fragments in plan order whatever the concurrency.
 
+Measured bytes. The layout is planned from the source's bytes a row, but a
+per-fragment ``map`` may change them: one that turned an 8-byte column into
+256 bytes a row had the tuner raise to 4 threads and 8 fragments ahead,
+reporting 7.8 MiB "within" a 64 MiB limit while the process grew 149 MiB.
+So each read tells the tuner the rows and bytes of its chunk after the ops
+(:meth:`Autotuner.held`), and every estimate uses the largest bytes a row
+seen so far (never less than the source's): no raise is taken whose
+measured cost passes the limit, and when a measure shows that the current
+settings pass it, the next batch lowers read-ahead, then prefetch, then
+threads until they fit (one decision, all down). The next epoch starts
+from the measure.
+
 Every change is kept as a :class:`Decision` (time, setting, old → new,
 reason, the layout's estimated bytes); :meth:`Autotune.report` is what
 ``bench`` and ``doctor`` show.
@@ -50,11 +62,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from ..errors import ArgumentError, describe
-from ..memory import Layout, estimate_bytes
+from ..memory import Layout
+from .tuning import Budget, Decision, Settings, TuningReport, size_text
 
 WAIT_HIGH = 0.10  # consumer waiting above this share of the interval: more parallelism
 WAIT_LOW = 0.02  # ... below this (with the producer blocked): fewer read threads
@@ -64,113 +77,11 @@ READ_BOUND = 0.05  # producer waiting for the next fragment above this share: th
 MIN_GAIN = 0.05  # a raise of read threads must raise the batch rate this much, or it is undone
 CPU_BOUND = 1 / 3  # reads on the CPU more than this share of their time: no more threads than cores
 MAX_DECISIONS = 512  # kept per Autotune (the oldest are dropped beyond it)
-MIB = 2**20
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The settings the tuner moves: read threads, fragments in flight, queued batches."""
-
-    read_threads: int
-    read_ahead: int
-    prefetch: int
-
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What :func:`~streamfeed.memory.estimate_bytes` sizes a layout from, and the limit it must fit.
-
-    ``memory_limit`` is the limit the layout was planned for (a lane's share
-    when the epoch is sharded).
-    """
-
-    row_bytes: float
-    fragment_rows: float
-    batch_rows: int
-    window: int
-    shuffled: bool
-    memory_limit: int
-
-    def estimate(self, settings: Settings) -> int:
-        return estimate_bytes(
-            self.row_bytes,
-            self.fragment_rows,
-            self.batch_rows,
-            read_ahead=settings.read_ahead,
-            window=self.window,
-            prefetch=settings.prefetch,
-            shuffled=self.shuffled,
-            read_threads=settings.read_threads,
-        )
-
-    def fits(self, settings: Settings) -> bool:
-        return self.estimate(settings) <= self.memory_limit
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One setting changed: when (seconds since tuning began), old → new, why, and the layout's bytes after it."""
-
-    seconds: float
-    setting: str  # "read_threads", "read_ahead", "prefetch"
-    old: int
-    new: int
-    reason: str
-    estimated_bytes: int  # estimate_bytes of all settings after the decision (<= memory_limit)
-    iterator: int = 0  # which epoch iterator of the Autotune decided (epochs may overlap: Keras starts the next early)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class TuningReport:
-    """What the tuning did: the settings it started from and ended with, and every change."""
-
-    initial: Settings
-    final: Settings
-    decisions: tuple[Decision, ...]
-    estimated_bytes: int  # of ``final``
-    memory_limit: int
-    max_threads: int
-    held_by_memory: bool  # more parallelism was wanted but would not have fitted the limit
-    held_by_cpu: bool = False  # more threads were wanted, but the reads need the CPU and every core had one
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "initial": self.initial.to_dict(),
-            "final": self.final.to_dict(),
-            "decisions": [decision.to_dict() for decision in self.decisions],
-            "estimated_bytes": self.estimated_bytes,
-            "memory_limit": self.memory_limit,
-            "max_threads": self.max_threads,
-            "held_by_memory": self.held_by_memory,
-            "held_by_cpu": self.held_by_cpu,
-        }
-
-    def summary(self) -> str:
-        """One line: each setting initial → final, and the memory estimate against the limit."""
-        parts = []
-        for name, label in (("read_threads", "read threads"), ("read_ahead", "read-ahead"), ("prefetch", "prefetch")):
-            old, new = getattr(self.initial, name), getattr(self.final, name)
-            parts.append(f"{label} {old} → {new}" if old != new else f"{label} {new}")
-        memory = f"estimate {_size(self.estimated_bytes)} within the {_size(self.memory_limit)} limit"
-        held = "; held by the memory limit" if self.held_by_memory else ""
-        held += "; held at one thread per core (the reads need the CPU)" if self.held_by_cpu else ""
-        changes = sum(decision.old != decision.new for decision in self.decisions)
-        return f"{', '.join(parts)} ({changes} changes; {memory}{held})"
 
 
 def _usable_cores() -> int:
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes / MIB:,.1f} MiB" if nbytes >= MIB // 10 else f"{nbytes:,} bytes"
 
 
 class Autotune:
@@ -243,9 +154,10 @@ class Autotune:
             history = self._history.get(budget)
             number, self._iterators = self._iterators, self._iterators + 1
         initial = Settings(layout.read_threads, layout.read_ahead, layout.prefetch)
+        row_bytes = None
         if history is not None:
-            initial = history.latest.settled
-        tuner = Autotuner(budget, initial, self, started=self._started, number=number)
+            initial, row_bytes = history.latest.settled, history.latest.row_bytes
+        tuner = Autotuner(budget, initial, self, started=self._started, number=number, row_bytes=row_bytes)
         with self._lock:
             if budget not in self._history:
                 self._history[budget] = _History(initial, [], tuner)
@@ -287,8 +199,11 @@ class Autotuner:
     The producer thread reports each batch it queued (:meth:`put`, with the
     time it was blocked) and each wait for the next fragment
     (:meth:`read_waited`); the consumer reports each batch it took
-    (:meth:`took`, with its wait). Decisions run in the producer thread,
-    inside :meth:`put`, never on the consumer's (the model's) thread.
+    (:meth:`took`, with its wait); the read threads report each chunk's
+    rows and bytes after the ops (:meth:`held`). Decisions run in the
+    producer thread, inside :meth:`put`, never on the consumer's (the
+    model's) thread. ``row_bytes``: a measure to start from (the previous
+    epoch's).
     """
 
     def __init__(
@@ -300,8 +215,12 @@ class Autotuner:
         started: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
         number: int = 0,
+        row_bytes: float | None = None,
     ) -> None:
         self.budget = budget
+        # the bytes a row every estimate uses: the largest measured after the ops, never below the source's
+        self.row_bytes = max(budget.row_bytes, row_bytes or 0.0)
+        self._measured = self.row_bytes  # the largest measure so far, taken into row_bytes by the producer
         self.initial = self.settings = initial
         self.options = options
         self.max_threads = max(1, options.max_threads, initial.read_threads)
@@ -341,7 +260,7 @@ class Autotuner:
     def on_change(self, listener: Callable[[Settings, int], None]) -> None:
         """Calls ``listener(settings, estimated bytes)`` now and after every change (the stage metrics' layout)."""
         self._listeners.append(listener)
-        listener(self.settings, self.budget.estimate(self.settings))
+        listener(self.settings, self.estimate(self.settings))
 
     # ------------------------------------------------------------- signals
     def _begin_interval(self) -> None:
@@ -376,8 +295,27 @@ class Autotuner:
             self._read_seconds += seconds
             self._read_cpu += cpu_seconds
 
+    def held(self, rows: int, nbytes: int) -> None:
+        """A read's chunk after the per-fragment ops: ``rows`` rows holding ``nbytes`` (its arrays' ``nbytes``)."""
+        if rows > 0:
+            with self._lock:
+                self._measured = max(self._measured, nbytes / rows)
+
+    def estimate(self, settings: Settings) -> int:
+        """The bytes ``settings`` hold at the bytes a row measured so far (:attr:`row_bytes`)."""
+        return self.budget.estimate(settings, self.row_bytes)
+
+    def fits(self, settings: Settings) -> bool:
+        return self.estimate(settings) <= self.budget.memory_limit
+
     def put(self, blocked: float) -> None:
         """The producer queued one batch after being blocked ``blocked`` seconds; decides when an interval is up."""
+        with self._lock:
+            grown = self._measured > self.row_bytes
+            if grown:
+                self.row_bytes = self._measured
+        if grown and not self.fits(self.settings):
+            self._lower_to_fit()
         with self._lock:
             self._put_wait += blocked
             now = self._clock()
@@ -447,7 +385,7 @@ class Autotuner:
         if current.read_ahead < min(self.max_ahead, 2 * current.read_threads):
             candidates.append(replace(current, read_ahead=min(self.max_ahead, 2 * current.read_threads)))
         for candidate in candidates:
-            if self.budget.fits(candidate):
+            if self.fits(candidate):
                 if candidate.read_threads > current.read_threads:
                     self._trial = (current, rate)
                 self._apply(candidate, f"{why}: more parallel reads")
@@ -459,7 +397,7 @@ class Autotuner:
                 "read_threads",
                 current.read_threads,
                 f"{why}, but {wanted.read_threads} threads with {wanted.read_ahead} fragments ahead would need "
-                f"{_size(self.budget.estimate(wanted))} > the {_size(self.budget.memory_limit)} limit",
+                f"{size_text(self.estimate(wanted))} > the {size_text(self.budget.memory_limit)} limit",
             )
 
     def _deeper_queue(self, current: Settings, rate: float, wait: float, blocked: float) -> None:
@@ -467,7 +405,7 @@ class Autotuner:
         if depth <= current.prefetch:
             return
         candidate = replace(current, prefetch=depth)
-        if not self.budget.fits(candidate):
+        if not self.fits(candidate):
             self._held_by_memory = True
             return
         self._trial = (current, rate)  # kept only if the batch rate rises, as for threads
@@ -477,9 +415,36 @@ class Autotuner:
             "of the time: production is bursty, a deeper prefetch queue",
         )
 
+    def _lower_to_fit(self) -> None:
+        """Lowers read-ahead (to the threads), then prefetch (halved), then threads, until the measured cost fits.
+
+        Called when a measure after the ops shows that the current settings pass the limit. If even one
+        thread, one fragment ahead and one batch queued do not fit, those are taken (and held by memory).
+        """
+        current = new = self.settings
+        while not self.fits(new):
+            if new.read_ahead > new.read_threads:
+                new = replace(new, read_ahead=max(new.read_threads, new.read_ahead // 2))
+            elif new.prefetch > 1:
+                new = replace(new, prefetch=new.prefetch // 2)
+            elif new.read_threads > 1:
+                new = replace(new, read_threads=new.read_threads - 1, read_ahead=new.read_threads - 1)
+            else:
+                self._held_by_memory = True
+                break
+        if new == current:
+            return
+        self._trial = None  # a raise on trial is judged no more: the lowered settings are not its comparison
+        self._apply(
+            new,
+            f"the rows hold {self.row_bytes:,.0f} bytes each after the ops (the source's estimate: "
+            f"{self.budget.row_bytes:,.0f}): {size_text(self.estimate(current))} > the "
+            f"{size_text(self.budget.memory_limit)} limit, lower",
+        )
+
     def _apply(self, new: Settings, reason: str) -> None:
         old = self.settings
-        nbytes = self.budget.estimate(new)
+        nbytes = self.estimate(new)
         seconds = self._clock() - self._started
         changed = [
             Decision(seconds, name, getattr(old, name), getattr(new, name), reason, nbytes, self.number)
@@ -508,7 +473,7 @@ class Autotuner:
             value,
             value,
             reason,
-            self.budget.estimate(self.settings),
+            self.estimate(self.settings),
             self.number,
         )
         with self._lock:
@@ -535,11 +500,12 @@ class Autotuner:
             initial=self.initial,
             final=settings,
             decisions=decisions,
-            estimated_bytes=self.budget.estimate(settings),
+            estimated_bytes=self.estimate(settings),
             memory_limit=self.budget.memory_limit,
             max_threads=min(self.max_threads, self._ceiling),
             held_by_memory=self._held_by_memory,
             held_by_cpu=self._held_by_cpu,
+            row_bytes=self.row_bytes,
         )
 
 

@@ -198,12 +198,17 @@ class OrderedReader:
 
 
 def _told_read(tuner: "Autotuner", *args: Any) -> Chunk | None:
-    """:func:`read_fragment`, its wall and thread CPU time told to the tuner (does decoding need the CPU?)."""
+    """:func:`read_fragment`, told to the tuner: wall and thread CPU time (does decoding need the CPU?), bytes held."""
+    from .metrics import chunk_bytes
+
     started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        return read_fragment(*args)
+        chunk = read_fragment(*args)
     finally:
         tuner.read_done(time.perf_counter() - started, time.thread_time() - cpu_started)
+    if chunk is not None:  # the bytes it holds after the ops, which the tuner's estimates follow
+        tuner.held(chunk_len(chunk), chunk_bytes(chunk))
+    return chunk
 
 
 class TunedPool:
