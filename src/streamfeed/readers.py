@@ -11,6 +11,9 @@ Nothing below this module knows these functions exist.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import inspect
 import os
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
@@ -88,7 +91,7 @@ def read_parquet(
         come as float64 seconds (since the epoch, UTC; naive timestamps taken
         as UTC), nulls as NaN under ``nulls="fill"``.
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_parquet, errors).new_report()
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = ParquetSource(
@@ -175,7 +178,7 @@ def read_csv(
         A :class:`streamfeed.Dataset`. Columns typed or inferred as dates or
         timestamps come as float64 seconds since the epoch (UTC).
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_csv, errors).new_report()
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = CsvSource(
         paths,
@@ -238,7 +241,7 @@ def read_hdf5(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_hdf5, errors).new_report()
 
     source = HDF5Source(
         paths,
@@ -276,7 +279,7 @@ def read_numpy(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_numpy, errors).new_report()
     source = NumpySource(numpy_columns(x, y, arrays), rows_per_fragment=rows_per_fragment, report=report)
     return Dataset(source, report=report)
 
@@ -342,7 +345,7 @@ def read_images(
         A :class:`streamfeed.Dataset` with columns ``image``, ``label``
         (unless ``labels=None``) and ``path``.
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_images, errors).new_report()
     source = ImageSource(
         root,
         spec=decode_spec(size, channels, dtype, resize, decoder, max_image_bytes),
@@ -404,7 +407,7 @@ def read_tfrecord(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = ErrorPolicy(**errors).new_report()
+    report = _error_policy(read_tfrecord, errors).new_report()
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = TFRecordSource(
         paths,
@@ -457,3 +460,26 @@ def read_ray(
     """
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
     return Dataset(RaySource(dataset, name=name, version=version, policy=policy, timeout=timeout))
+
+
+def _error_policy(reader: Callable[..., Dataset], errors: Mapping[str, Any]) -> ErrorPolicy:
+    """The bad-input policy from a reader's ``**errors``; a keyword neither it nor the policy knows is named.
+
+    Python sends any unknown keyword into ``**errors``: without this check a
+    typo (``delimeter=``) surfaced as a ``TypeError`` of ``ErrorPolicy``, an
+    internal class, and never named the keyword meant.
+    """
+    policy_keywords = [field.name for field in dataclasses.fields(ErrorPolicy)]
+    unknown = [name for name in errors if name not in policy_keywords]
+    if unknown:
+        known = [name for name in inspect.signature(reader).parameters if name != "errors"] + policy_keywords
+        near = difflib.get_close_matches(unknown[0], known, n=1)
+        raise ArgumentError(
+            describe(
+                f"{reader.__name__}() got an unknown keyword {unknown[0]!r}",
+                expected=f"one of {', '.join(known)}",
+                found=", ".join(repr(name) for name in unknown),
+                fix=f"did you mean {near[0]}=?" if near else f"see help(streamfeed.{reader.__name__})",
+            )
+        )
+    return ErrorPolicy(**errors)
