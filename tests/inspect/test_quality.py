@@ -166,3 +166,23 @@ def test_a_continuous_label_gets_moments_not_value_counts(tmp_path):
     assert report.label["kind"] == "continuous" and "counts" not in report.label
     assert report.label["mean"] == pytest.approx(y.mean()) and report.label["std"] == pytest.approx(y.std())
     assert (report.label["min"], report.label["max"]) == (y.min(), y.max())
+
+
+def test_image_counts_are_of_every_image_not_of_the_examples_kept(tmp_path):
+    """Examples are capped at 50; counts (warnings, table, doctor) are of all (issue 23: "50 ... not RGB" of 408)."""
+    root = tmp_path / "imgs"
+    root.mkdir()
+    for index in range(10):
+        Image.fromarray(np.full((16, 16, 3), 120, dtype=np.uint8)).save(root / f"rgb{index}.png")
+    for index in range(3):
+        Image.fromarray(np.full((16, 16, 3), 120 + index, dtype=np.uint8)).save(root / f"rgb-extra{index}.png")
+    gray = 60
+    for index in range(gray):
+        Image.fromarray(np.full((16, 16), 100 + index % 50, dtype=np.uint8)).save(root / f"gray{index}.png")
+    for index in range(gray + 20):
+        Image.fromarray(np.full((16, 16, 4), 120, dtype=np.uint8)).save(root / f"rgba{index}.png")
+    report = quality_report(root)
+    images = report.images
+    assert images["modes"]["RGBA"] == gray + 20
+    assert images["counts"]["mode_outliers"] == gray + 13 and len(images["mode_outliers"]) == 50
+    assert any(warning.startswith(f"{gray + 13} image(s) are not RGBA like most") for warning in report.warnings)

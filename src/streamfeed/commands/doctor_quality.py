@@ -212,14 +212,21 @@ def _image_findings(report: Any, sample: dict[str, Any], more: str) -> list[Find
                 f"look at them and drop or refile them; see: {more}",
             )
         )
-    dark, bright = images.get("near_black", []), images.get("near_white", [])
+    dark, bright = images.get("near_black", []), images.get("near_white", [])  # examples
+    counts = images.get("counts", {})  # of every image
     if dark or bright:
         findings.append(
             Finding(
                 "exposure",
                 True,
-                f"{len(dark)} nearly black and {len(bright)} nearly white image(s){scope}, e.g. {(dark or bright)[0]}",
-                {**measured, "near_black": len(dark), "near_white": len(bright), "examples": (dark + bright)[:5]},
+                f"{counts.get('near_black', len(dark))} nearly black and {counts.get('near_white', len(bright))} "
+                f"nearly white image(s){scope}, e.g. {(dark or bright)[0]}",
+                {
+                    **measured,
+                    "near_black": counts.get("near_black", len(dark)),
+                    "near_white": counts.get("near_white", len(bright)),
+                    "examples": (dark + bright)[:5],
+                },
                 f"look at them and drop them if they carry nothing; see: {more}",
             )
         )
@@ -229,14 +236,15 @@ def _image_findings(report: Any, sample: dict[str, Any], more: str) -> list[Find
         ("image_mode", "mode_outliers", "have another colour mode than most", "check them"),
     ):
         found = images.get(key, [])
+        count = images.get("counts", {}).get(key, len(found))  # of every image; ``found`` holds examples
         if found:
             example = found[0]["path"] if isinstance(found[0], dict) else found[0]
             findings.append(
                 Finding(
                     kind,
                     True,
-                    f"{len(found)} image(s) {text}{scope}, e.g. {example}",
-                    {**measured, "count": len(found)},
+                    f"{count} image(s) {text}{scope}, e.g. {example}",
+                    {**measured, "count": count},
                     f"{action}; see: {more}",
                 )
             )

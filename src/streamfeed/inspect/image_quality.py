@@ -26,6 +26,7 @@ from .progress import progress
 from .report import QualityReport
 
 MAX_SIDE = 1024  # images are measured at most this large (blur scales with resolution)
+EXAMPLES = 50  # paths kept per finding, for people to look at; the counts are of every image
 DARK, BRIGHT = 10.0, 245.0  # mean brightness (0-255) below/above which an image is near-black/near-white
 BLURRY_SHARE = 0.1  # blur below this share of the folder's median is flagged
 _BLOCK = 1 << 20
@@ -123,22 +124,26 @@ def image_quality(
     duplicates = [paths for paths in by_hash.values() if len(paths) > 1]
     report.duplicates = {
         "estimated": sum(len(p) - 1 for p in duplicates),
-        "groups": duplicates[:50],
+        "groups": duplicates[:EXAMPLES],
         "method": "exact: BLAKE2b of file contents",
+    }
+    found = {
+        "undecodable": [{"path": m["path"], "error": m["error"]} for m in bad],
+        "mode_outliers": [m["path"] for m in good if m["mode"] != common_mode],
+        "size_outliers": size_outliers,
+        "near_black": [m["path"] for m in good if m["brightness"] < DARK],
+        "near_white": [m["path"] for m in good if m["brightness"] > BRIGHT],
     }
     report.images = {
         "files": len(measured),
-        "undecodable": [{"path": m["path"], "error": m["error"]} for m in bad[:50]],
         "modes": dict(modes.most_common()),
-        "mode_outliers": [m["path"] for m in good if m["mode"] != common_mode][:50],
         "median_size": [median_w, median_h],
-        "size_outliers": size_outliers[:50],
-        "near_black": [m["path"] for m in good if m["brightness"] < DARK][:50],
-        "near_white": [m["path"] for m in good if m["brightness"] > BRIGHT][:50],
+        **{key: paths[:EXAMPLES] for key, paths in found.items()},  # examples; the counts are of all
+        "counts": {key: len(paths) for key, paths in found.items()},
         "blur": {
             "median": median_blur,
             "p05": float(np.percentile(blur, 5)) if good else 0.0,
-            "blurry": [{"path": m["path"], "blur": m["blur"]} for m in blurry[:50]],
+            "blurry": [{"path": m["path"], "blur": m["blur"]} for m in blurry[:EXAMPLES]],
         },
         "per_image": [
             {k: m.get(k) for k in ("path", "mode", "width", "height", "brightness", "blur")} for m in good[:1000]
@@ -152,7 +157,7 @@ def image_quality(
         ("near_black", "are nearly black"),
         ("near_white", "are nearly white"),
     ):
-        count = len(bad) if key == "undecodable" else len(images[key])
+        count = images["counts"][key]
         if count:
             report.warnings.append(
                 f"{count} image(s) {text}, e.g. {images[key][0]['path'] if key == 'undecodable' else images[key][0]}"

@@ -138,7 +138,7 @@ def render_quality(quality: dict, console: Any = None) -> None:
         table.add_row("median size", f"{images['median_size'][0]:.0f} x {images['median_size'][1]:.0f}")
         table.add_row("blur (median, p5)", f"{images['blur']['median']:.1f}, {images['blur']['p05']:.1f}")
         for key in ("undecodable", "mode_outliers", "size_outliers", "near_black", "near_white"):
-            table.add_row(key.replace("_", " "), str(len(images[key])))
+            table.add_row(key.replace("_", " "), f"{images['counts'][key]:,}")
         console.print(table)
     for warning in quality.get("warnings", []):
         console.print(f"[bold yellow]quality[/] {escape(warning)}", markup=True, highlight=False)
