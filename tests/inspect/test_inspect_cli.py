@@ -89,3 +89,14 @@ def test_a_file_named_with_an_escape_sequence_prints_as_its_characters(tmp_path,
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "x\\x1b[2J.parquet" in out
+
+
+def test_a_misspelt_quality_label_is_refused_like_stats_refuses_it(tmp_path, capsys):
+    """``inspect --quality --label clickd`` silently ignored the label and exited 0 (issue 23 item 10)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    pacsv.write_csv(pa.table({"x": [1.0, 2.0, 3.0], "clicked": [0, 1, 0]}), tmp_path / "d.csv")
+    code = main(["inspect", str(tmp_path / "d.csv"), "--quality", "--label", "clickd"], catch=True)
+    err = capsys.readouterr().err
+    assert code != 0 and "'clickd'" in err and "clicked" in err

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ErrorPolicy
+from ..errors import ErrorPolicy, UnknownNameError, describe
 from ..files.arrow import ColumnPolicy, temporal_columns
 from ..pipeline import Dataset
 from ..sources.detect import detect_format, open_source
@@ -88,6 +88,14 @@ def quality_report(
         report = ErrorPolicy().new_report()
         source = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {}))
         dataset = Dataset(source=source, report=report)
+    if label is not None and label not in dataset.column_names:
+        raise UnknownNameError(
+            describe(
+                f"No label column {label!r}",
+                expected=f"one of {list(dataset.column_names)}",
+                fix="check the label's spelling (--label)",
+            )
+        )
     totals = quality_pass(dataset, label=label, max_rows=max_rows, progress_bar=progress_bar)
     return _tabular_report(totals, label, temporal_columns(dataset.source.info.schema))
 
