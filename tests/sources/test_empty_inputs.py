@@ -170,3 +170,19 @@ def test_images_directly_in_the_root_are_named_as_the_reason(tmp_path):
     text = raised(lambda: read_images(root, size=(4, 4)))
     assert "3 images outside class folders" in text and "labels=None" in text
     assert read_images(root, size=(4, 4), labels=None).num_rows() == 3
+
+
+def test_a_folder_of_notes_and_unknown_files_is_no_data_not_a_zero_row_csv(tmp_path):
+    """A readme.txt beside data.json was read as a CSV of 0 rows and every command exited 0 (issue 23 item 11)."""
+    from streamfeed.sources.detect import detect_format
+
+    (tmp_path / "readme.txt").write_text("the data is in data.json\n")
+    (tmp_path / "data.json").write_text("{}\n")
+    with pytest.raises(sf.NotFoundError) as excinfo:
+        detect_format(tmp_path)
+    assert "data.json" in str(excinfo.value) and "readme.txt" in str(excinfo.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(sf.NotFoundError) as excinfo:
+        detect_format(empty)
+    assert "an empty directory" in str(excinfo.value) and "--format" not in str(excinfo.value)

@@ -77,20 +77,32 @@ def detect_format(path: str | os.PathLike) -> str:
         )
     counts: collections.Counter[str] = collections.Counter()
     examples: dict[str, str] = {}  # the first file of each format, to name in a message
+    others: list[str] = []  # files of no known format (data.json beside a readme.txt)
     for file in path.rglob("*"):
         if file.name.startswith((".", "_")) or not file.is_file():
             continue
         name = _suffix_format(file.name)
-        if name is not None:
-            key = "notes" if _is_note(file.name) else name
-            counts[key] += 1
-            examples.setdefault(key, str(file.relative_to(path)))
+        if name is None:
+            others.append(str(file.relative_to(path)))
+            continue
+        key = "notes" if _is_note(file.name) else name
+        counts[key] += 1
+        examples.setdefault(key, str(file.relative_to(path)))
     notes = counts.pop("notes", 0)
-    if not counts and notes:
+    if not counts and notes and not others:  # only .txt files: they are the data
         counts["csv"], examples["csv"] = notes, examples["notes"]
     if not counts:
-        raise ArgumentError(
-            describe("No files of a known format in the directory", where=str(path), fix="pass --format")
+        held = sorted(others + ([examples["notes"]] if notes else []))
+        raise NotFoundError(
+            describe(
+                "No data file in the directory",
+                where=str(path),
+                expected=f"files with a data suffix ({', '.join(sorted(SUFFIXES))})",
+                found=("only " + ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else ""))
+                if held
+                else "an empty directory",
+                fix="check the path" if not held else "point at the data, or pass --format (format=) if these are it",
+            )
         )
     if len(counts) > 1:
         ranked = sorted(counts, key=lambda name: (-counts[name], name))
