@@ -21,7 +21,6 @@ row (reported under ``on_error="skip"``, raised naming its line under
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -36,6 +35,7 @@ from ...files import inflate as _inflate
 from ...files.arrow import Where, table_to_chunk
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .files import _open_stream
+from .nulltokens import has_nan, tokens_fail_or_are_nan
 from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
 from .scan import LongRecord, long_records, record_lines
 
@@ -193,7 +193,7 @@ class CsvFragment:
         Matching every value against the null tokens costs about 15 % of
         pyarrow's parse of a numeric CSV (measured: 157 -> 132 ms per 16 MiB
         fragment of 33 float columns), yet most files hold none. The tokens
-        are checked once per column type (:func:`_tokens_fail_or_are_nan`):
+        are checked once per column type (:func:`tokens_fail_or_are_nan`):
         when each either fails to convert or converts to NaN, a parse without
         them that succeeds and yields no NaN met no token, and is the same
         table as the parse with them. Otherwise (a conversion error, a NaN,
@@ -206,7 +206,7 @@ class CsvFragment:
         if not self._hints.skip_null_tokens or not options.null_values:
             return None
         kinds = tuple(options.types[name] for name in options.columns)
-        if not _tokens_fail_or_are_nan(
+        if not tokens_fail_or_are_nan(
             kinds,
             options.null_values,
             options.strings_can_be_null,
@@ -224,7 +224,7 @@ class CsvFragment:
             if _straddles(exc):
                 raise
             table = None
-        if table is None or _has_nan(table):
+        if table is None or has_nan(table):
             self._hints.skip_null_tokens = False
             return None
         invalid.extend(attempt)
@@ -486,92 +486,6 @@ def _too_long_reason(record: LongRecord) -> str:
 def _left_out_records(invalid: Sequence[tuple], too_long: Sequence[LongRecord]) -> list[int]:
     """0-based records of the fragment missing from its table: ragged (with a known number) and too long."""
     return sorted([number - 1 for number, *_ in invalid if number is not None] + [r.number - 1 for r in too_long])
-
-
-def _has_nan(table: pa.Table) -> bool:
-    """Whether a floating-point column of ``table`` holds a NaN."""
-    return any(
-        pc.any(pc.is_nan(column)).as_py()
-        for column, kind in zip(table.columns, table.schema.types)
-        if pa.types.is_floating(kind)
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _tokens_fail_or_are_nan(
-    kinds: tuple[pa.DataType, ...],
-    tokens: tuple[str, ...],
-    strings_can_be_null: bool,
-    delimiter: str,
-    quote_char: str | None,
-    decimal: str,
-    encoding: str,
-) -> bool:
-    """Whether each null token, alone in a field of each of ``kinds`` (bare or quoted), is one of:
-
-    a conversion error when parsed without the tokens, a NaN in a floating
-    column, or the same value with the tokens as without (text that
-    ``strings_can_be_null=False`` keeps). Measured by parsing, so that it
-    holds for the installed pyarrow and for user tokens (``"-999"`` in an
-    integer column converts: ``False``).
-    """
-    quotes = [""] if quote_char is None else ["", quote_char]
-    for kind in set(kinds):
-        for token in tokens:
-            for quote in quotes:
-                line = f"{quote}{token}{quote}{delimiter}0\n"
-                try:
-                    data = line.encode(encoding)
-                except UnicodeError:
-                    return False
-                without = _parse_probe(data, kind, [], strings_can_be_null, delimiter, quote_char, decimal, encoding)
-                if without is _ODD:
-                    return False
-                if without is _FAILED:
-                    continue
-                if pa.types.is_floating(kind) and isinstance(without, float) and without != without:
-                    continue  # NaN: _has_nan sends the fragment to the parse with tokens
-                with_tokens = _parse_probe(
-                    data, kind, list(tokens), strings_can_be_null, delimiter, quote_char, decimal, encoding
-                )
-                if with_tokens is _FAILED or with_tokens is _ODD or with_tokens is None or with_tokens != without:
-                    return False
-    return True
-
-
-_FAILED, _ODD = object(), object()  # the probe's value did not convert; the probe was not one record
-
-
-def _parse_probe(
-    data: bytes,
-    kind: pa.DataType,
-    tokens: list[str],
-    strings_can_be_null: bool,
-    delimiter: str,
-    quote_char: str | None,
-    decimal: str,
-    encoding: str,
-) -> Any:
-    """The first field of a one-record CSV as ``kind`` (``None`` if null), ``_FAILED`` or ``_ODD``."""
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=["x", "z"], encoding=encoding, use_threads=False),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, quote_char=quote_char if quote_char is not None else False
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types={"x": kind, "z": pa.string()},
-                null_values=tokens,
-                strings_can_be_null=strings_can_be_null,
-                decimal_point=decimal,
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeError):
-        return _FAILED
-    if table.num_rows != 1:
-        return _ODD
-    return table["x"][0].as_py()
 
 
 def _casts(column: pa.Array, kind: pa.DataType) -> bool:
