@@ -179,3 +179,25 @@ def test_bad_value_in_a_retried_line_names_its_line_and_column(tmp_path):
     message = str(excinfo.value)
     assert f"{path}, line 12" in message and "Column 'a'" in message
     assert f"({6 * MIB:,} characters)" in message and len(message) < 1000  # the value is cut, not quoted whole
+
+
+@pytest.mark.parametrize("name", ["multi.csv", "multi.csv.gz"])
+def test_lines_after_a_multiline_long_record_are_counted_through_it(tmp_path, name):
+    """The scan at open notes where the long record ends: a ragged row after it is named by its own line,
+    on the first open and when the counts come from the row-count cache."""
+    path = tmp_path / name
+    value = _value(LONG, quoted=True)
+    spans = 1 + value.count(b"\n")  # physical lines of the long record
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "wb") as out:
+        out.write(b"a,b\n" + _good(range(10)))  # lines 2-11
+        out.write(value + b",1\n")  # lines 12 to 11 + spans
+        out.write(_good(range(10, 15)) + b"15\n" + _good(range(16, 20)))  # "15" is ragged
+    ragged = 12 + spans + 5
+    for _ in range(2):  # the second open reads the counts from the cache
+        ds = read_csv(path, on_error="skip", fragment_bytes=16 * MIB)
+        got = collect(ds)
+        np.testing.assert_array_equal(np.sort(got["a"]), [*range(15), *range(16, 20)])
+        assert [e.location for e in ds.report.entries] == ["line 12", f"line {ragged}"]
+    with pytest.raises(sf.CorruptFileError, match=f"{path}, line 12"):
+        collect(read_csv(path))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -32,7 +32,7 @@ COMPRESSION = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".
 _PLAIN = (".csv", ".tsv", ".psv", ".txt", ".dat")
 SUFFIXES = _PLAIN + tuple(plain + packed for plain in _PLAIN for packed in COMPRESSION)
 _BOM = b"\xef\xbb\xbf"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: the scan also lists the records too long for pyarrow
 
 
 def file_codec(path: str) -> str | None:
@@ -89,6 +89,13 @@ class _FileInfo:
     sample: pa.Schema | None  # types inferred from the first MiB
     size: int
     checkpoints: _inflate.Checkpoints | None = None  # gzip: where each range resumes
+    long: list[tuple[int, ...]] = field(default_factory=list)  # records too long for pyarrow (scan.too_long)
+
+    def long_in(self, split: Split) -> tuple[tuple[int, ...], ...]:
+        """The too-long records of ``split``, numbered among its records (1-based), for its fragment."""
+        return tuple(
+            (number - split.first_row, *rest) for number, *rest in self.long if split.start <= rest[0] < split.end
+        )
 
 
 def _corrupt(path: str, where: str, exc: Exception) -> CorruptFileError:

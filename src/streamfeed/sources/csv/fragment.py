@@ -16,18 +16,23 @@ blocks (``PARSE_BLOCK_BYTES``); the fragment is then parsed again around
 its records longer than a block, each of those alone. One shorter than two
 blocks parses alone and is kept; a longer one is left out like a ragged
 row (reported under ``on_error="skip"``, raised naming its line under
-``"raise"``), and the rest of the fragment is kept.
+``"raise"``), and the rest of the fragment is kept. Such a record is never
+read whole in a plain or gzip file: the scan at open notes where each lies
+(``_long``), and the fragment reads only the byte ranges around them and
+their first 40 bytes, so a 50 MB line costs no more memory than a short
+one (``tests/sources/test_csv_long_line_memory.py``). A bz2/zstd fragment,
+which holds its whole stream anyway, is still parsed around them in memory.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ...core import Chunk
@@ -36,6 +41,8 @@ from ...files import inflate as _inflate
 from ...files.arrow import Where, table_to_chunk
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .files import _open_stream
+from .messages import casts, left_out_records, preview, too_long_error, too_long_reason
+from .nulltokens import has_nan, tokens_fail_or_are_nan
 from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
 from .scan import LongRecord, long_records, record_lines
 
@@ -82,6 +89,8 @@ class CsvFragment:
     _options: _Options = field(repr=False)
     _checkpoints: _inflate.Checkpoints | None = field(default=None, repr=False, compare=False)
     _hints: ParseHints = field(default_factory=lambda: ParseHints(), repr=False, compare=False)
+    # Records too long for pyarrow, found by the scan at open: (number in the fragment, start, end, line, end line).
+    _long: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
     _stamps: Stamps = stamps_field()
 
     def __post_init__(self) -> None:
@@ -102,16 +111,32 @@ class CsvFragment:
             stream.read(self.start)
             return stream.read()
 
-    def _range(self) -> bytes:
-        """Bytes ``[start, end)`` of a plain file, or of a gzip file resumed from its checkpoint."""
+    def _range(self, start: int | None = None, end: int | None = None) -> bytes:
+        """Bytes ``[start, end)`` (default: the fragment's) of a plain file, or of a gzip file from a checkpoint."""
         assert self.end is not None
+        start, end = self.start if start is None else start, self.end if end is None else end
         filesystem = self._options.filesystem
         if self._codec == "gzip":
             points = self._checkpoints or _inflate.Checkpoints()
-            return _inflate.read_range(lambda: filesystem.open_input_file(self.path), points, self.start, self.end)
+            return _inflate.read_range(lambda: filesystem.open_input_file(self.path), points, start, end)
         with filesystem.open_input_file(self.path) as handle:
-            data = handle.read_at(self.end - self.start, self.start)
+            data = handle.read_at(end - start, start)
         return data if isinstance(data, bytes) else data.to_pybytes()
+
+    def _pieces(self) -> list[tuple[int, int, int, int]]:
+        """``(start, end, records before, first line)`` of the runs of records between the too-long ones."""
+        assert self.end is not None
+        pieces, position, records, line = [], self.start, 0, self.first_line
+        for number, start, end, _, end_line in self._long:
+            pieces.append((position, start, records, line))
+            position, records, line = min(end + 1, self.end), number, end_line + 1
+        pieces.append((position, self.end, records, line))
+        return pieces
+
+    def _long_record(self, entry: tuple[int, ...]) -> LongRecord:
+        """A too-long record noted at open; only its first 40 bytes are read, for messages."""
+        number, start, end, line, _ = entry
+        return LongRecord(number, start, end, line, self._range(start, min(start + 40, end)))
 
     def _stream(self) -> Any:
         """A bz2/zstd file's decompressed stream, from this fragment's start."""
@@ -167,33 +192,119 @@ class CsvFragment:
         """The fragment's table, in one parse, or, if a record straddles pyarrow's blocks, around the long records.
 
         ``invalid`` gets the ragged rows, ``too_long`` the records pyarrow
-        refuses (see :meth:`_parse_around`).
+        refuses (see :meth:`_parse_around`). A fragment of a plain or gzip
+        file with records the scan at open found too long is read around
+        them (:meth:`_parse_pieces`).
         """
+        if self._long and self.end is not None:
+            return self._parse_pieces(
+                invalid, too_long, skip=skip, types=types, strings_can_be_null=strings_can_be_null
+            )
         data = self._range() if self.end is not None else None
+        return self._parse_piece(
+            data, invalid, too_long, skip=skip, types=types, strings_can_be_null=strings_can_be_null
+        )
+
+    def _parse_piece(
+        self,
+        data: bytes | None,
+        invalid: list,
+        too_long: list[LongRecord],
+        *,
+        skip: bool,
+        types: Mapping[str, pa.DataType] | None,
+        strings_can_be_null: bool | None,
+        first_record: int = 0,
+        first_line: int | None = None,
+    ) -> pa.Table:
+        """``data`` (``None``: the bz2/zstd stream) parsed at once, or around its long records if one straddles."""
+        mark = len(invalid)
         try:
             if data is not None and types is None and strings_can_be_null is None:
-                table = self._parse_without_null_tokens(data, invalid, skip=skip)
+                table = self._parse_without_null_tokens(data, invalid, skip=skip, first_record=first_record)
                 if table is not None:
                     return table
             source = pa.BufferReader(data) if data is not None else self._stream()
-            return self._parse(source, invalid, skip=skip, types=types, strings_can_be_null=strings_can_be_null)
+            return self._parse(
+                source,
+                invalid,
+                skip=skip,
+                types=types,
+                strings_can_be_null=strings_can_be_null,
+                first_record=first_record,
+            )
         except pa.ArrowInvalid as exc:
             if not _straddles(exc):
                 raise
         # Past the except clause, the failed parse no longer holds a reference to the bytes.
-        invalid.clear()
+        del invalid[mark:]
         data = self._bytes() if data is None else data
         return self._parse_around(
-            data, invalid, too_long, skip=skip, types=types, strings_can_be_null=strings_can_be_null
+            data,
+            invalid,
+            too_long,
+            skip=skip,
+            types=types,
+            strings_can_be_null=strings_can_be_null,
+            first_record=first_record,
+            first_line=self.first_line if first_line is None else first_line,
         )
 
-    def _parse_without_null_tokens(self, data: bytes, invalid: list, *, skip: bool) -> pa.Table | None:
+    def _parse_pieces(
+        self,
+        invalid: list,
+        too_long: list[LongRecord],
+        *,
+        skip: bool,
+        types: Mapping[str, pa.DataType] | None,
+        strings_can_be_null: bool | None,
+    ) -> pa.Table:
+        """The table of the runs of records between the too-long ones, which are never read but for their heads.
+
+        Each run is read and parsed alone (:meth:`_parse_piece`), so the
+        fragment holds at most its other records: a 50 MB line costs 40
+        bytes, not twice its size. Without ``skip`` the reading stops at the
+        first too-long record (the caller raises), after the run before it,
+        so that a bad row before it is the one named.
+        """
+        tables: list[pa.Table] = []
+        for (start, end, records, line), entry in itertools.zip_longest(self._pieces(), self._long):
+            if end > start:
+                data = self._range(start, end)
+                tables.append(
+                    self._parse_piece(
+                        data,
+                        invalid,
+                        too_long,
+                        skip=skip,
+                        types=types,
+                        strings_can_be_null=strings_can_be_null,
+                        first_record=records,
+                        first_line=line,
+                    )
+                )
+                del data
+            if too_long and not skip:
+                break
+            if entry is not None:
+                too_long.append(self._long_record(entry))
+                if not skip:
+                    break
+        return pa.concat_tables(tables) if tables else self._empty_table(types)
+
+    def _empty_table(self, types: Mapping[str, pa.DataType] | None) -> pa.Table:
+        kinds = self._options.types if types is None else types
+        return pa.schema([(name, kinds[name]) for name in self._options.columns]).empty_table()
+
+    def _parse_without_null_tokens(
+        self, data: bytes, invalid: list, *, skip: bool, first_record: int = 0
+    ) -> pa.Table | None:
         """The fragment's table parsed without null tokens, or ``None`` when it may hold one.
 
         Matching every value against the null tokens costs about 15 % of
         pyarrow's parse of a numeric CSV (measured: 157 -> 132 ms per 16 MiB
         fragment of 33 float columns), yet most files hold none. The tokens
-        are checked once per column type (:func:`_tokens_fail_or_are_nan`):
+        are checked once per column type (:func:`tokens_fail_or_are_nan`):
         when each either fails to convert or converts to NaN, a parse without
         them that succeeds and yields no NaN met no token, and is the same
         table as the parse with them. Otherwise (a conversion error, a NaN,
@@ -206,7 +317,7 @@ class CsvFragment:
         if not self._hints.skip_null_tokens or not options.null_values:
             return None
         kinds = tuple(options.types[name] for name in options.columns)
-        if not _tokens_fail_or_are_nan(
+        if not tokens_fail_or_are_nan(
             kinds,
             options.null_values,
             options.strings_can_be_null,
@@ -219,12 +330,12 @@ class CsvFragment:
             return None
         attempt: list = []
         try:
-            table = self._parse(pa.BufferReader(data), attempt, skip=skip, null_tokens=False)
+            table = self._parse(pa.BufferReader(data), attempt, skip=skip, null_tokens=False, first_record=first_record)
         except (pa.ArrowInvalid, UnicodeError) as exc:
             if _straddles(exc):
                 raise
             table = None
-        if table is None or _has_nan(table):
+        if table is None or has_nan(table):
             self._hints.skip_null_tokens = False
             return None
         invalid.extend(attempt)
@@ -239,6 +350,8 @@ class CsvFragment:
         skip: bool,
         types: Mapping[str, pa.DataType] | None,
         strings_can_be_null: bool | None,
+        first_record: int = 0,
+        first_line: int | None = None,
     ) -> pa.Table:
         """Parses ``data`` in pieces: the runs of records of at most one block, and each longer record alone.
 
@@ -265,31 +378,29 @@ class CsvFragment:
                 )
                 tables.append(table)
 
-        position = records = 0  # where the next run starts; the records before it
+        position, records = 0, first_record  # where the next run starts; the records before it
         found = long_records(
             data,
             quote=options.quote_byte,
             delimiter=ord(options.delimiter),
-            first_line=self.first_line,
+            first_line=self.first_line if first_line is None else first_line,
             longer_than=PARSE_BLOCK_BYTES,
         )
         for record in found:
+            number = record.number + first_record
             parse(position, record.start, records)
-            position, records = min(record.end + 1, len(data)), record.number
+            position, records = min(record.end + 1, len(data)), number
             try:
-                parse(record.start, position, record.number - 1)
+                parse(record.start, position, number - 1)
             except pa.ArrowInvalid as exc:
                 if not _straddles(exc):
                     raise
-                too_long.append(record)
+                too_long.append(dataclasses.replace(record, number=number))
                 if not skip:
                     break
         else:
             parse(position, len(data), records)
-        if tables:
-            return pa.concat_tables(tables)
-        kinds = options.types if types is None else types
-        return pa.schema([(name, kinds[name]) for name in options.columns]).empty_table()
+        return pa.concat_tables(tables) if tables else self._empty_table(types)
 
     def read(self) -> Chunk:
         """:meth:`_read`, refused if the file changed since the source opened it (``files/stamps.py``)."""
@@ -318,7 +429,7 @@ class CsvFragment:
                 )
             ) from exc
         if too_long and not skip:
-            raise self._too_long_error(too_long[0])
+            raise too_long_error(self.path, too_long[0])
         if table.num_rows + len(invalid) + len(too_long) != self.num_rows:
             raise CorruptFileError(
                 describe(
@@ -334,10 +445,10 @@ class CsvFragment:
         left_out = [
             (number or 0, self._line(lines, number), f"expected {expected} fields, found {actual}: {text[:200]!r}")
             for number, expected, actual, text in invalid
-        ] + [(record.number, record.line, _too_long_reason(record)) for record in too_long]
+        ] + [(record.number, record.line, too_long_reason(record)) for record in too_long]
         for _, line, reason in sorted(left_out, key=lambda item: item[0]):  # in file order
             options.report.add(SkippedUnit(self.path, f"line {line}", reason, 1))
-        bad_records = _left_out_records(invalid, too_long)
+        bad_records = left_out_records(invalid, too_long)
         return table_to_chunk(
             table,
             options.policy,
@@ -346,10 +457,25 @@ class CsvFragment:
 
     # ------------------------------------------------------------ explaining
     def _record_lines(self) -> np.ndarray:
+        """The physical line of each record of the fragment; read around the too-long records, one run at a time."""
         options = self._options
-        return record_lines(
-            self._bytes(), quote=options.quote_byte, delimiter=ord(options.delimiter), first_line=self.first_line
-        )
+        quote, delimiter = options.quote_byte, ord(options.delimiter)
+        if not (self._long and self.end is not None):
+            return record_lines(self._bytes(), quote=quote, delimiter=delimiter, first_line=self.first_line)
+        parts = []
+        for (start, end, _, line), entry in itertools.zip_longest(self._pieces(), self._long):
+            parts.append(record_lines(self._range(start, end), quote=quote, delimiter=delimiter, first_line=line))
+            if entry is not None:
+                parts.append(np.array([entry[3]], dtype=np.int64))
+        return np.concatenate(parts)
+
+    def _texts(self) -> Iterator[tuple[bytes, int]]:
+        """The fragment's bytes with their first line: whole, or the runs between the too-long records."""
+        if not (self._long and self.end is not None):
+            yield self._bytes(), self.first_line
+            return
+        for start, end, _, line in self._pieces():
+            yield self._range(start, end), line
 
     @staticmethod
     def _line(lines: np.ndarray | None, number: int | None) -> int | str:
@@ -384,9 +510,13 @@ class CsvFragment:
                 )
             )
         if isinstance(exc, UnicodeError) or "UTF8" in str(exc) or "utf-8" in str(exc).lower():
-            data = self._bytes()
-            bad = first_bad_encoding(iter([data]), options.encoding)
-            line = "unknown" if bad is None else bad[0] + self.first_line - 1
+            bad: tuple[int, int, bytes] | None = None
+            line: int | str = "unknown"
+            for data, first_line in self._texts():
+                bad = first_bad_encoding(iter([data]), options.encoding)
+                if bad is not None:
+                    line = bad[0] + first_line - 1
+                    break
             found = f"bytes {bad[2]!r} that are not {options.encoding}" if bad else str(exc)
             return DataError(
                 describe(
@@ -424,12 +554,12 @@ class CsvFragment:
             if name not in text.column_names or pa.types.is_string(kind):
                 continue
             column = text[name].combine_chunks()
-            if _casts(column, kind):
+            if casts(column, kind):
                 continue
             low, high = 0, len(column)  # column[:low] casts, column[:high] does not
             while high - low > 1:
                 middle = (low + high) // 2
-                low, high = (middle, high) if _casts(column[:middle], kind) else (low, middle)
+                low, high = (middle, high) if casts(column[:middle], kind) else (low, middle)
             if found is None or low < found[0]:
                 found = (low, name, kind, column[low].as_py())
         if found is None:
@@ -437,146 +567,18 @@ class CsvFragment:
                 describe("Could not convert a CSV value", where=f"{self.path}, {self.location}", found=str(exc))
             )
         index, name, kind, value = found
-        bad = _left_out_records(invalid, too_long)
+        bad = left_out_records(invalid, too_long)
         return DataError(
             describe(
                 f"Column {name!r} has a value that is not {kind}",
                 where=f"{self.path}, line {self._line_of_table_row(bad)(index)}",
                 expected=f"{kind} values (inferred from the first MiB of the files, or set in column_types)",
-                found=_preview(value),
+                found=preview(value),
                 fix=f"pass column_types={{{name!r}: 'float64'}} (or 'string'), or repair the value",
             )
         )
-
-    def _too_long_error(self, record: LongRecord) -> CorruptFileError:
-        return CorruptFileError(
-            describe(
-                "A CSV line is too long for pyarrow's CSV parser",
-                where=f"{self.path}, line {record.line}",
-                expected=_LIMIT,
-                found=f"a record of {record.size:,} bytes ({record.size / 2**20:.1f} MiB) starting {record.head!r}",
-                fix="remove or shorten the line (a missing line break or closing quote, or a blob pasted into a "
-                "field?), or pass on_error='skip' to skip such lines and report them",
-            )
-        )
-
-
-_LIMIT = (
-    f"records shorter than {2 * PARSE_BLOCK_BYTES >> 20} MiB "
-    f"(two of the {PARSE_BLOCK_BYTES >> 20} MiB blocks pyarrow parses in)"
-)
 
 
 def _straddles(exc: Exception) -> bool:
     """pyarrow's refusal of a record that reaches past the block after its own."""
     return "straddling object" in str(exc)
-
-
-def _preview(value: Any) -> str:
-    """A value for a message: its first 200 characters, and its length when it is longer."""
-    if isinstance(value, str) and len(value) > 200:
-        return f"{value[:200]!r}... ({len(value):,} characters)"
-    return repr(value)
-
-
-def _too_long_reason(record: LongRecord) -> str:
-    return f"a record of {record.size:,} bytes, too long for pyarrow ({_LIMIT}): {record.head!r}"
-
-
-def _left_out_records(invalid: Sequence[tuple], too_long: Sequence[LongRecord]) -> list[int]:
-    """0-based records of the fragment missing from its table: ragged (with a known number) and too long."""
-    return sorted([number - 1 for number, *_ in invalid if number is not None] + [r.number - 1 for r in too_long])
-
-
-def _has_nan(table: pa.Table) -> bool:
-    """Whether a floating-point column of ``table`` holds a NaN."""
-    return any(
-        pc.any(pc.is_nan(column)).as_py()
-        for column, kind in zip(table.columns, table.schema.types)
-        if pa.types.is_floating(kind)
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _tokens_fail_or_are_nan(
-    kinds: tuple[pa.DataType, ...],
-    tokens: tuple[str, ...],
-    strings_can_be_null: bool,
-    delimiter: str,
-    quote_char: str | None,
-    decimal: str,
-    encoding: str,
-) -> bool:
-    """Whether each null token, alone in a field of each of ``kinds`` (bare or quoted), is one of:
-
-    a conversion error when parsed without the tokens, a NaN in a floating
-    column, or the same value with the tokens as without (text that
-    ``strings_can_be_null=False`` keeps). Measured by parsing, so that it
-    holds for the installed pyarrow and for user tokens (``"-999"`` in an
-    integer column converts: ``False``).
-    """
-    quotes = [""] if quote_char is None else ["", quote_char]
-    for kind in set(kinds):
-        for token in tokens:
-            for quote in quotes:
-                line = f"{quote}{token}{quote}{delimiter}0\n"
-                try:
-                    data = line.encode(encoding)
-                except UnicodeError:
-                    return False
-                without = _parse_probe(data, kind, [], strings_can_be_null, delimiter, quote_char, decimal, encoding)
-                if without is _ODD:
-                    return False
-                if without is _FAILED:
-                    continue
-                if pa.types.is_floating(kind) and isinstance(without, float) and without != without:
-                    continue  # NaN: _has_nan sends the fragment to the parse with tokens
-                with_tokens = _parse_probe(
-                    data, kind, list(tokens), strings_can_be_null, delimiter, quote_char, decimal, encoding
-                )
-                if with_tokens is _FAILED or with_tokens is _ODD or with_tokens is None or with_tokens != without:
-                    return False
-    return True
-
-
-_FAILED, _ODD = object(), object()  # the probe's value did not convert; the probe was not one record
-
-
-def _parse_probe(
-    data: bytes,
-    kind: pa.DataType,
-    tokens: list[str],
-    strings_can_be_null: bool,
-    delimiter: str,
-    quote_char: str | None,
-    decimal: str,
-    encoding: str,
-) -> Any:
-    """The first field of a one-record CSV as ``kind`` (``None`` if null), ``_FAILED`` or ``_ODD``."""
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=["x", "z"], encoding=encoding, use_threads=False),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, quote_char=quote_char if quote_char is not None else False
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types={"x": kind, "z": pa.string()},
-                null_values=tokens,
-                strings_can_be_null=strings_can_be_null,
-                decimal_point=decimal,
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeError):
-        return _FAILED
-    if table.num_rows != 1:
-        return _ODD
-    return table["x"][0].as_py()
-
-
-def _casts(column: pa.Array, kind: pa.DataType) -> bool:
-    try:
-        pc.cast(column, kind)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False

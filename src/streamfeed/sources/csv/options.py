@@ -40,6 +40,8 @@ PARSE_BLOCK_BYTES = 4 << 20
 """pyarrow parses a fragment in blocks of this size. It refuses a record that
 reaches past the block after the one it starts in ("straddling object"): a
 record of more bytes may fail, one of twice as many always does."""
+TOO_LONG_BYTES = 2 * PARSE_BLOCK_BYTES
+"""Records of more bytes (without the line end) are refused at any offset; the scan at open notes where they lie."""
 
 TypeSpec = Any  # a pyarrow DataType, a NumPy dtype or type, or a name such as "float32"
 

@@ -1,7 +1,7 @@
 """CSV files (plain, gzip, bz2, zstd), read by pyarrow's CSV parser.
 
 When the source opens, every file is scanned once for its exact row count
-(``scan.py``: a vectorised, quote-aware newline count over large byte
+(``scan.py``: a vectorised, quote-aware newline count over 1 MiB
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
 mtime), so steps per epoch are known before the first batch; the next
 block is read while one is scanned (``scan.scan_stream``). The same scan
@@ -71,6 +71,7 @@ from .fragment import CsvFragment, ParseHints
 from .options import (
     DEFAULT_NULL_VALUES,
     SNIFF_DELIMITERS,
+    TOO_LONG_BYTES,
     TypeSpec,
     _arrow_type,
     _check_encoding,
@@ -85,7 +86,7 @@ from .options import (
     sniff_decimal,
     sniff_delimiter,
 )
-from .scan import Scanner, Split, UnbalancedQuote, scan_stream
+from .scan import Scanner, Split, UnbalancedQuote, scan_stream, too_long
 
 # the public names this module has always offered, now partly defined beside it
 __all__ = [
@@ -217,6 +218,7 @@ class CsvSource:
                 _options=options,
                 _checkpoints=info.checkpoints,
                 _hints=hints,
+                _long=() if _whole(info.codec) else info.long_in(split),
             )
             for info in good
             for split in info.fragments
@@ -341,7 +343,13 @@ class CsvSource:
 
         def scan() -> dict:
             scanner = Scanner(
-                quote=quote, delimiter=delimiter, header=self._header, split_bytes=split_bytes, data_start=bom
+                quote=quote,
+                delimiter=delimiter,
+                header=self._header,
+                split_bytes=split_bytes,
+                data_start=bom,
+                collect=True,  # only the records pyarrow refuses: a fragment reads around them
+                longer_than=TOO_LONG_BYTES,
             )
             try:
                 if codec == "gzip":
@@ -363,6 +371,7 @@ class CsvSource:
                 "rows": scanner.rows,
                 "quoted_newlines": scanner.quoted_newlines,
                 "splits": [s.to_list() for s in splits],
+                "long": too_long(scanner),
             }
 
         use_cache = (
@@ -370,6 +379,7 @@ class CsvSource:
         )
         result = _cached_scan(key, scan) if use_cache else scan()
         splits = [Split(*item) for item in result["splits"]]
+        long_records = [tuple(item) for item in result["long"]]
         if codec == "gzip" and not checkpoints:  # counts came from the cache: one pass for the checkpoints
             checkpoints.append(self._gzip_checkpoints(path, [split.start for split in splits]))
         elif _whole(codec) and splits and splits[-1].end > self._fragment_bytes:
@@ -405,6 +415,7 @@ class CsvSource:
             sample,
             info.size,
             checkpoints[0] if checkpoints else None,
+            long_records,
         )
 
     def _scan_gzip(self, path: str, scanner: Scanner) -> _inflate.Checkpoints:
