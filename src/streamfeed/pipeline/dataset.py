@@ -440,9 +440,9 @@ class Dataset(Settings):
         (xxh3_128, in the cache's key), so a rewrite of the same size with its
         modification time put back is not served from the old cache;
         ``"metadata"`` trusts path, size and time (that rewrite serves the old
-        rows); None: ``"content"`` for CSV and Parquet, where it measured
-        under 5 % of the first epoch, else ``"metadata"``
-        (``docs/self-healing.md``). See :mod:`streamfeed.cache`.
+        rows); None: ``"content"`` for CSV and image folders, where the hash
+        measured under 5 % of the first epoch, else ``"metadata"`` (Parquet:
+        14 %; ``docs/self-healing.md``). See :mod:`streamfeed.cache`.
         """
         from ..cache import cache_source
 
