@@ -1,9 +1,11 @@
 """Conversion cache benchmark: an epoch without the cache, writing it, and reading it.
 
-Two cases (``--images`` for the second), each a full pass in batches:
+Three cases (``--parquet``, ``--images`` for the others), each a full pass in batches:
 
 * CSV (default): the file of ``benchmarks/csv_read.py`` (32 float32 features +
   a float32 label; 2 M rows, ``--quick`` 200 k), batches of 1024;
+* Parquet (``--parquet``): the files of ``benchmarks/tabular.py`` (the same
+  columns, 2 M rows in 4 files, row groups of 65 536), batches of 1024;
 * images (``--images``): the JPEG class folders of ``benchmarks/images.py``
   (10 000 JPEGs of 256x256, ``--quick`` 1 000; its generator), decoded and
   resized to 224x224 ``uint8``, batches of 64.
@@ -17,7 +19,11 @@ One process measures in turn:
 * ``writing_inline`` (``--inline``): the same with the writer thread off
   (``cache.writer.WRITE_QUEUE = 0``: each read thread writes its own part, as
   before the writer thread; for images the same as ``writing``);
-* ``reading``: the cached dataset's epoch 2 (reads the cache only).
+* ``reading``: the cached dataset's epoch 2 (reads the cache only);
+* ``content_hash``: ``cache.content_digest`` of the source, the one pass
+  that ``verify="content"`` adds per run (files warm in the page cache, as
+  the epochs read them), reported against ``writing`` (the first epoch of
+  a cached dataset: the rule for the default is under 5 %) and ``reading``.
 
 Each is run ``--repeat`` times (default 3), alternated, and the median
 run of each is reported (every run's rows/s is listed too). It reports
@@ -32,6 +38,7 @@ the run. Opening (the CSV row-count scan, the image listing) is not timed.
 Usage::
 
     python benchmarks/cache.py                    # 2 M CSV rows
+    python benchmarks/cache.py --parquet          # 2 M Parquet rows
     python benchmarks/cache.py --images           # 10 000 JPEGs
     python benchmarks/cache.py --quick --inline   # 200 k rows, with the inline-writes variant
 """
@@ -79,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 k rows (1 000 images) instead of 2 M (10 000)")
     parser.add_argument("--images", action="store_true", help="the JPEG folders instead of the CSV")
+    parser.add_argument("--parquet", action="store_true", help="the Parquet files instead of the CSV")
     parser.add_argument("--inline", action="store_true", help="also measure writing without the writer thread")
     parser.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
     parser.add_argument("--repeat", type=int, default=3, help="alternated runs of each; the median of each")
     args = parser.parse_args(argv)
     load_start = _uptime()
 
+    from streamfeed.cache import content_digest
     from streamfeed.cache import parts as cache_parts
     from streamfeed.cache import writer as caching
 
@@ -98,6 +107,17 @@ def main(argv: list[str] | None = None) -> int:
 
         def open_data():
             return read_images(path, size=(IMAGE_OUT, IMAGE_OUT)).batch(IMAGE_BATCH)
+
+    elif args.parquet:
+        from streamfeed.readers import read_parquet
+
+        rows = 200_000 if args.quick else 2_000_000
+        path = C.generate(args.data_dir, rows)
+        C.warm_files(C.files(path))
+        column, data_bytes = C.LABEL, sum(Path(name).stat().st_size for name in C.files(path))
+
+        def open_data():
+            return read_parquet(path).batch(C.BATCH)
 
     else:
         from streamfeed.readers import read_csv
@@ -119,11 +139,18 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             caching.WRITE_QUEUE = queue
 
-    names = ["plain", "writing"] + (["writing_inline"] if args.inline else []) + ["reading"]
+    def hash_pass() -> dict:
+        source = open_data().source  # opening (the CSV's row-count scan) not timed, as for the epochs
+        wall = time.perf_counter()
+        content_digest(source)
+        return {"seconds": round(time.perf_counter() - wall, 3)}
+
+    names = ["plain", "writing"] + (["writing_inline"] if args.inline else []) + ["reading", "content_hash"]
     runs: dict[str, list[dict]] = {name: [] for name in names}
     cache_bytes = 0
     for _ in range(args.repeat):  # alternated, so that a load change on the shared machine hits all of them
         runs["plain"].append(_epoch(open_data(), 0, column))
+        runs["content_hash"].append(hash_pass())
         for inline in [False, True] if args.inline else [False]:
             scratch = tempfile.mkdtemp(prefix="cache-bench-", dir=args.data_dir)
             try:
@@ -138,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(scratch, ignore_errors=True)
     # The median run of each (by wall time): the machine is shared, and one quiet or busy run is no measure.
     results = {name: sorted(found, key=lambda run: run["seconds"])[len(found) // 2] for name, found in runs.items()}
-    speed = {name: results[name]["rows_per_s"] for name in names}
+    speed = {name: results[name]["rows_per_s"] for name in names if name != "content_hash"}
+    hashing = results["content_hash"]["seconds"]
     summary = {
-        "case": "images" if args.images else "csv",
+        "case": "images" if args.images else "parquet" if args.parquet else "csv",
         "rows": rows,
         "repeat": args.repeat,
         "part_compression": cache_parts.PART_COMPRESSION,
@@ -148,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         "data_bytes": data_bytes,
         "cache_bytes": cache_bytes,
         "median": results,
-        "all_rows_per_s": {name: [run["rows_per_s"] for run in found] for name, found in runs.items()},
+        "all_rows_per_s": {name: [run["rows_per_s"] for run in found] for name, found in runs.items() if name in speed},
+        # verify="content": the hash pass per run, against the first cached epoch and a later run's epoch
+        "content_hash_seconds_all": [run["seconds"] for run in runs["content_hash"]],
+        "content_hash_vs_writing_pct": round(100 * hashing / results["writing"]["seconds"], 1),
+        "content_hash_vs_reading_pct": round(100 * hashing / results["reading"]["seconds"], 1),
         "first_epoch_slowdown_pct": round(100 * (speed["plain"] / speed["writing"] - 1), 1),
         "target_slowdown_pct": 15,
         # Two views less moved by the shared machine's load: the median over the repeats of each run's

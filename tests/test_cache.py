@@ -86,7 +86,7 @@ def _published(ds) -> Path:
 def test_first_epoch_writes_the_cache_and_later_reads_serve_it(data, tmp_path):
     cache = tmp_path / "cache"
     plain = _open(data).shuffle(3).batch(64)
-    cached = _open(data).cache(cache).shuffle(3).batch(64)
+    cached = _open(data).cache(cache, verify="metadata").shuffle(3).batch(64)  # the limit checked below
     fragments = len(cached.source.fragments)
     assert fragments >= 6
 
@@ -100,13 +100,13 @@ def test_first_epoch_writes_the_cache_and_later_reads_serve_it(data, tmp_path):
     _same(_epoch(cached, 1), _epoch(plain, 1))
     assert _store(cached).source_reads == fragments  # epoch 2: nothing read from the source
 
-    # Same sizes and times, other values: the source's identity is unchanged, so a new
-    # dataset reads the cache, which still holds the old values.
+    # Same sizes and times, other values: under verify="metadata" the source's identity is unchanged, so a
+    # new dataset reads the cache, which still holds the old values ("content": tests/test_cache_content.py).
     times = {path: path.stat().st_mtime_ns for path in data.iterdir()}
     _write(data, letter="m")
     for path, mtime in times.items():
         os.utime(path, ns=(mtime, mtime))
-    again = _open(data).cache(cache).shuffle(3).batch(64)
+    again = _open(data).cache(cache, verify="metadata").shuffle(3).batch(64)
     _same(_epoch(again, 0), first)
     assert _store(again).source_reads == 0
     assert {str(name)[0] for batch in _epoch(_open(data).shuffle(3).batch(64)) for name in batch["name"]} == {"m"}

@@ -6,8 +6,8 @@ itself through ``subprocess.run(..., user=...)``; interrupted runs are real
 subprocesses stopped by ``SIGKILL`` or ``SIGINT``. What the cache served is
 told apart from what the source served by the store's count of source reads
 and by rewriting the CSV files with other values of the same size and
-modification time (the key is unchanged: a stale or planted cache would
-yield the old values).
+modification time (under ``verify="metadata"``, which these tests use, the
+key is unchanged: a stale or planted cache would yield the old values).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def test_a_planted_link_under_an_abandoned_staging_name_is_not_adopted(data, tmp
     victim.mkdir()
     (victim / "thesis.txt").write_text("years of work")
     (victim / "part-000000.parquet").write_text("not a part")
-    cached = _open(data).cache(cache).batch(64)
+    cached = _open(data).cache(cache, verify="metadata").batch(64)
     cache.mkdir(exist_ok=True)
     planted = cache / f".{_store(cached).key}.caching-{_dead_pid()}-0badc0de"
     planted.symlink_to(victim, target_is_directory=True)
@@ -157,14 +157,14 @@ def test_a_planted_link_under_an_abandoned_staging_name_is_not_adopted(data, tmp
 
 def test_a_planted_link_at_the_published_name_is_not_served_nor_emptied(data, tmp_path):
     cache, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
-    first = _open(data).cache(elsewhere).batch(64)
+    first = _open(data).cache(elsewhere, verify="metadata").batch(64)
     _names(first)
     key = _store(first).key
     cache.mkdir()
     (cache / key).symlink_to(elsewhere / key, target_is_directory=True)  # a valid cache, but through a link
     _rewrite_keeping_identity(data, "m")
 
-    again = _open(data).cache(cache).batch(64)
+    again = _open(data).cache(cache, verify="metadata").batch(64)
     assert _names(again) == {"m"}  # read from the source, not through the link
     assert _store(again).source_reads == len(again.source.fragments)
     verify_output(elsewhere / key)  # the link's target is untouched
@@ -175,7 +175,7 @@ def test_a_planted_link_at_the_published_name_is_not_served_nor_emptied(data, tm
 def test_a_planted_dangling_link_at_the_published_name_does_not_stop_caching(data, tmp_path, target):
     cache, empty = tmp_path / "cache", tmp_path / "empty"
     empty.mkdir()
-    cached = _open(data).cache(cache).batch(64)
+    cached = _open(data).cache(cache, verify="metadata").batch(64)
     published = Path(_store(cached).published)
     published.symlink_to(empty if target == "an-empty-directory" else tmp_path / "nowhere", target_is_directory=True)
     assert _names(cached) == {"n"}  # no CacheWarning (an error in the tests): the link is removed, not followed
@@ -186,27 +186,28 @@ def test_a_planted_dangling_link_at_the_published_name_does_not_stop_caching(dat
 def test_a_cache_planted_with_the_right_key_without_the_secret_is_rewritten(data, tmp_path):
     """The planter knows the key (it is computable from file metadata) and writes a consistent cache."""
     theirs, cache = tmp_path / "theirs", tmp_path / "cache"
-    planted = _open(data).cache(theirs).batch(64)
+    planted = _open(data).cache(theirs, verify="metadata").batch(64)
     _names(planted)
     _rewrite_keeping_identity(data, "m")
-    mine = _open(data).cache(cache).batch(64)
+    mine = _open(data).cache(cache, verify="metadata").batch(64)
     cache.mkdir(exist_ok=True)
     shutil.copytree(_store(planted).published, cache / _store(planted).key)  # parts, manifest: all consistent
 
-    again = _open(data).cache(cache).batch(64)
+    again = _open(data).cache(cache, verify="metadata").batch(64)
     assert _names(again) == {"m"}
     assert _store(again).source_reads == len(again.source.fragments)
-    assert _names(_open(data).cache(cache).batch(64)) == {"m"}  # and what was written in its place is served
+    # and what was written in its place is served
+    assert _names(_open(data).cache(cache, verify="metadata").batch(64)) == {"m"}
     del mine
 
 
 def test_a_cache_root_writable_by_others_is_refused(data, shared, other_user):
-    key = _store(_open(data).cache(shared / "probe")).key
+    key = _store(_open(data).cache(shared / "probe", verify="metadata")).key
     shutil.rmtree(shared / "probe", ignore_errors=True)
     # The other user plants a consistent cache of the old rows under the right key.
     stale = Path(tempfile.mkdtemp(prefix="streamfeed-stale-"))
     try:
-        _names(_open(data).cache(stale).batch(64))
+        _names(_open(data).cache(stale, verify="metadata").batch(64))
         files = _cache_files(stale / key)
     finally:
         shutil.rmtree(stale)
@@ -214,7 +215,7 @@ def test_a_cache_root_writable_by_others_is_refused(data, shared, other_user):
     _rewrite_keeping_identity(data, "m")
 
     with pytest.raises(ArgumentError) as refused:
-        _open(data).cache(shared)
+        _open(data).cache(shared, verify="metadata")
     assert str(shared) in str(refused.value) and "trust_directory" in str(refused.value)
 
 
@@ -224,9 +225,9 @@ def test_a_cache_root_writable_by_a_group_or_anyone_is_refused(data, tmp_path, m
     cache.mkdir()
     cache.chmod(mode)
     with pytest.raises(ArgumentError):
-        _open(data).cache(cache)
+        _open(data).cache(cache, verify="metadata")
     # named as trusted, it is used, and serves the source's rows
-    trusted = _open(data).cache(cache, trust_directory=True).batch(64)
+    trusted = _open(data).cache(cache, trust_directory=True, verify="metadata").batch(64)
     assert _names(trusted) == _names(_open(data).batch(64))
 
 
@@ -235,7 +236,7 @@ def test_a_cache_root_owned_by_another_user_is_refused(data, tmp_path, other_use
     cache.mkdir(mode=0o755)
     os.chown(cache, other_user.pw_uid, other_user.pw_gid)
     with pytest.raises(ArgumentError) as refused:
-        _open(data).cache(cache)
+        _open(data).cache(cache, verify="metadata")
     assert str(cache) in str(refused.value)
 
 
@@ -245,7 +246,7 @@ def test_a_trusted_shared_root_still_serves_no_part_of_another_user(data, shared
     store = FragmentStore(source, str(shared), None, trust_directory=True)
     stale = Path(tempfile.mkdtemp(prefix="streamfeed-stale-"))
     try:
-        _names(_open(data).cache(stale).batch(64))
+        _names(_open(data).cache(stale, verify="metadata").batch(64))
         files = _cache_files(stale / store.key)
     finally:
         shutil.rmtree(stale)
@@ -262,9 +263,9 @@ def test_a_trusted_shared_root_still_serves_no_part_of_another_user(data, shared
 @pytest.mark.parametrize("change", ["writable", "owner"])
 def test_a_part_writable_by_others_or_owned_by_another_user_is_rewritten(data, tmp_path, other_user, change):
     cache = tmp_path / "cache"
-    _names(_open(data).cache(cache).batch(64))
+    _names(_open(data).cache(cache, verify="metadata").batch(64))
     _rewrite_keeping_identity(data, "m")
-    cached = _open(data).cache(cache).batch(64)
+    cached = _open(data).cache(cache, verify="metadata").batch(64)
     part = Path(_store(cached).published) / "part-000002.parquet"
     if change == "writable":
         part.chmod(0o666)
@@ -280,13 +281,13 @@ def test_a_part_writable_by_others_or_owned_by_another_user_is_rewritten(data, t
 
 def test_the_secret_is_the_owners_alone(data, tmp_path):
     cache = tmp_path / "cache"
-    _names(_open(data).cache(cache).batch(64))
+    _names(_open(data).cache(cache, verify="metadata").batch(64))
     secrets = [path for path in cache.iterdir() if path.is_file()]
     assert len(secrets) == 1
     assert stat.S_IMODE(secrets[0].lstat().st_mode) == 0o600 and secrets[0].lstat().st_uid == os.geteuid()
     secrets[0].chmod(0o644)  # readable by others: a planter could have read it
     with pytest.raises(ArgumentError) as refused:
-        _open(data).cache(cache)
+        _open(data).cache(cache, verify="metadata")
     assert str(secrets[0]) in str(refused.value)
 
 
@@ -294,9 +295,9 @@ def test_the_secret_is_the_owners_alone(data, tmp_path):
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "link-to-a-copy"])
 def test_a_part_that_is_not_a_regular_file_is_rewritten_never_read(data, tmp_path, kind):
     cache = tmp_path / "cache"
-    _names(_open(data).cache(cache).batch(64))
+    _names(_open(data).cache(cache, verify="metadata").batch(64))
     _rewrite_keeping_identity(data, "m")
-    cached = _open(data).cache(cache).batch(64)
+    cached = _open(data).cache(cache, verify="metadata").batch(64)
     part = Path(_store(cached).published) / "part-000002.parquet"
     copy = tmp_path / "copy.parquet"
     shutil.copyfile(part, copy)
@@ -338,7 +339,7 @@ def wait_after_two_parts(columns):  # the read thread: parts are journaled by th
     return columns
 
 
-ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache)
+ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache, verify="metadata")
 for batch in ds.with_options(read_threads=1).map(wait_after_two_parts).batch(20):
     pass
 os._exit(3)
@@ -360,7 +361,7 @@ def test_an_interrupted_runs_staging_directory_is_removed_once_a_cache_is_publis
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
         (interrupted,) = _staging(cache)
         # While it is alive its directory is its own: this run writes and publishes beside it.
-        publisher = _open(data).cache(cache).batch(64)
+        publisher = _open(data).cache(cache, verify="metadata").batch(64)
         assert _names(publisher) == {"n"}
         assert _staging(cache) == [interrupted]
         if stop == "SIGKILL":
@@ -379,7 +380,7 @@ def test_an_interrupted_runs_staging_directory_is_removed_once_a_cache_is_publis
     assert child.returncode == -signal.SIGKILL if stop == "SIGKILL" else "KeyboardInterrupt" in errors
     assert _staging(cache) == [interrupted]  # what it left
 
-    later = _open(data).cache(cache).batch(64)
+    later = _open(data).cache(cache, verify="metadata").batch(64)
     assert _staging(cache) == []  # removed: the key's cache is published, nothing will adopt it
     assert _names(later) == {"n"} and _store(later).source_reads == 0
 
@@ -399,7 +400,7 @@ def die_after_three_parts(columns):  # the read thread: parts are journaled by t
     return columns
 
 
-ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache)
+ds = read_csv(sys.argv[1], fragment_bytes={fragment_bytes}, count_cache=False).cache(cache, verify="metadata")
 for batch in ds.with_options(read_threads=1).map(die_after_three_parts).batch(20):
     pass
 os._exit(3)
@@ -427,7 +428,7 @@ def test_a_dead_runs_parts_that_are_not_files_are_rewritten_not_adopted(data, tm
     os.mkfifo(fifo)
     link.symlink_to(victim)
 
-    cached = _open(data).cache(cache).batch(20)
+    cached = _open(data).cache(cache, verify="metadata").batch(20)
     assert _names(cached) == {"n"}
     assert _store(cached).source_reads == len(cached.source.fragments) - len(journaled) + 3
     for part in (directory, fifo, link):

@@ -22,15 +22,19 @@ epoch reads them; later epochs and runs read the parts. One job a module:
 - ``trust.py``: whose cache this is: a root others own or can write is
   refused unless ``trust_directory=True``; the cache's secret (0600) and
   the HMAC that seals each part's record to it;
+- ``content.py``: ``verify=``, :func:`resolve_verify` (the default per
+  format, :data:`CONTENT_BY_DEFAULT`) and :func:`content_digest`, the
+  xxh3_128 of the source files' bytes that ``"content"`` puts in the key;
 - ``auto.py``: ``mode="auto"``, :func:`probe_cache` and
   :data:`AUTO_MIN_RATIO`, the measured decision whether to cache.
 
 Imports run source -> store -> writer -> staging -> key/trust -> parts, and
-source -> auto -> key/parts; the package may import only ``core``,
+source -> auto -> key/parts, source -> content; the package may import only ``core``,
 ``errors``, ``memory`` and ``files`` (``tests/test_layering.py``).
 """
 
 from .auto import AUTO_MIN_RATIO, CacheProbe, probe_cache, should_cache
+from .content import CONTENT_BY_DEFAULT, content_digest, resolve_verify
 from .key import CACHE_FORMAT_VERSION, cache_key
 from .source import CachedFragment, CachedSource, cache_source, default_directory
 from .store import CacheWarning, FragmentStore
@@ -38,6 +42,7 @@ from .store import CacheWarning, FragmentStore
 __all__ = [
     "AUTO_MIN_RATIO",
     "CACHE_FORMAT_VERSION",
+    "CONTENT_BY_DEFAULT",
     "CacheProbe",
     "CacheWarning",
     "CachedFragment",
@@ -45,7 +50,9 @@ __all__ = [
     "FragmentStore",
     "cache_key",
     "cache_source",
+    "content_digest",
     "default_directory",
     "probe_cache",
+    "resolve_verify",
     "should_cache",
 ]

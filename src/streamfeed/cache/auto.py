@@ -25,7 +25,7 @@ logger = logging.getLogger("streamfeed")
 AUTO_MIN_RATIO = 2.0  # mode="auto" caches when the source costs at least this many times the cache read
 
 
-def should_cache(source: Source, directory: str) -> bool:
+def should_cache(source: Source, directory: str, content: str | None = None) -> bool:
     """``mode="auto"``: whether reading the source costs at least :data:`AUTO_MIN_RATIO` x reading the cache.
 
     Measured on the smallest non-empty fragment: its read from the source,
@@ -33,7 +33,7 @@ def should_cache(source: Source, directory: str) -> bool:
     file. A cache already published for this source is used without
     measuring. The decision and both costs are logged once.
     """
-    key = cache_key(source)
+    key = cache_key(source, content)  # content: as the store will key it (content.py)
     if os.path.isfile(os.path.join(directory, key, MANIFEST_NAME)):
         logger.info("cache(mode='auto'): a cache of this source exists in %s: using it", directory)
         return True

@@ -12,7 +12,9 @@ hold, nor one fragment's part as another's. The user's ops are not in the
 key and need not be: a part holds the source's rows before any
 ``map``/``filter``, which run on them every epoch. The cached dataset keeps
 the source's own fingerprint (``source.py``): the key names the directory,
-not the dataset.
+not the dataset. With ``verify="content"`` (``content.py``) the key also
+holds an xxh3_128 of the source files' bytes: a same-size rewrite with its
+modification time put back then names another key too.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ CACHE_FORMAT_VERSION = 4  # 2: n-D columns as fixed-size binary; 3: xxh3_128, no
 """Bumped when what a part holds changes: older caches then get another key and are not reused."""
 
 
-def cache_key(source: Source) -> str:
-    """The cache's name for ``source``: its type, fingerprint and columns, and the cache format version."""
-    identity = {
+def cache_key(source: Source, content: str | None = None) -> str:
+    """The cache's name for ``source``: its type, fingerprint and columns, the cache format version.
+
+    ``content``: the digest of the source files' bytes (``content.content_digest``), or None (metadata only).
+    """
+    identity: dict = {
         "cache_format": CACHE_FORMAT_VERSION,
         "type": f"{type(source).__module__}.{type(source).__qualname__}",
         "source": source.fingerprint(),
         "columns": list(source.column_names),
     }
+    if content is not None:  # absent, not null, under "metadata": those caches keep their key
+        identity["content"] = content
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]

@@ -12,7 +12,8 @@ epoch), so the cached dataset keeps the source's fingerprint, fragments,
 row counts and plan: batches, order and saved states are the same with
 and without the cache. The cache's directory is ``directory``, default
 :func:`default_directory`; ``mode="auto"`` first measures whether caching
-pays (``auto.py``).
+pays (``auto.py``); ``verify`` says whether the source files' bytes are in
+the key (``content.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Sequence
 from ..core import Chunk, Fragment, Source, SourceInfo
 from ..errors import ArgumentError, describe
 from .auto import should_cache
+from .content import content_digest, resolve_verify
 from .store import FragmentStore
 
 
@@ -66,9 +68,17 @@ class CachedSource:
     cached and the uncached dataset.
     """
 
-    def __init__(self, inner: Source, directory: str, max_bytes: int | None, *, trust_directory: bool = False) -> None:
+    def __init__(
+        self,
+        inner: Source,
+        directory: str,
+        max_bytes: int | None,
+        *,
+        trust_directory: bool = False,
+        content: str | None = None,
+    ) -> None:
         self.inner = inner
-        self.store = FragmentStore(inner, directory, max_bytes, trust_directory=trust_directory)
+        self.store = FragmentStore(inner, directory, max_bytes, trust_directory=trust_directory, content=content)
         self.fragments = tuple(CachedFragment(self.store, i, f) for i, f in enumerate(inner.fragments))
 
     @property
@@ -113,11 +123,14 @@ def cache_source(
     max_bytes: int | None = None,
     mode: str = "always",
     trust_directory: bool = False,
+    verify: str | None = None,
 ) -> Source:
     """``source`` read through the conversion cache, or (``mode="auto"`` deciding against it) as it is.
 
     ``mode``: ``"always"`` or ``"auto"``, checked here (it comes as a string from ``Dataset.cache``).
     ``trust_directory``: take a root that another user owns or others can write (``trust.py``); else refused.
+    ``verify``: ``"content"`` (the source files' bytes hashed once per run, in the key), ``"metadata"`` (path,
+    size, time only), or None: the format's default (``content.resolve_verify``).
     A source whose fingerprint cannot see its values (``info.sees_values`` False: a Ray source without
     ``version=``) is refused: its cache could not tell old rows from new.
     """
@@ -141,7 +154,9 @@ def cache_source(
                 "or the code change",
             )
         )
+    checked = resolve_verify(source, verify)
     root = os.fspath(directory) if directory is not None else default_directory()
-    if mode == "auto" and not should_cache(source, root):
+    content = content_digest(source) if checked == "content" else None
+    if mode == "auto" and not should_cache(source, root, content):
         return source
-    return CachedSource(source, root, max_bytes, trust_directory=trust_directory)
+    return CachedSource(source, root, max_bytes, trust_directory=trust_directory, content=content)

@@ -42,11 +42,22 @@ class FragmentStore:
     name and renamed in under it.
     """
 
-    def __init__(self, inner: Source, directory: str, max_bytes: int | None, *, trust_directory: bool = False) -> None:
-        """``trust_directory``: take a ``directory`` others own or can write (``trust.py``); else refused."""
+    def __init__(
+        self,
+        inner: Source,
+        directory: str,
+        max_bytes: int | None,
+        *,
+        trust_directory: bool = False,
+        content: str | None = None,
+    ) -> None:
+        """``trust_directory``: take a ``directory`` others own or can write (``trust.py``); else refused.
+
+        ``content``: the digest of the source files' bytes, in the key under ``verify="content"`` (``content.py``).
+        """
         self.fragments = tuple(inner.fragments)
         self.exact = bool(inner.exact_counts)
-        self.key = cache_key(inner)
+        self.key = cache_key(inner, content)
         self._lock = threading.Lock()
         self.staging = Staging(self.key, directory, self.fragments, self.exact, max_bytes, trust_directory)
         self.writer = PartWriter(self.staging, self._lock)

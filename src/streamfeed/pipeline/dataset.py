@@ -421,6 +421,7 @@ class Dataset(Settings):
         max_bytes: int | None = None,
         mode: str = "always",
         trust_directory: bool = False,
+        verify: Literal["content", "metadata"] | None = None,
     ) -> "Dataset":
         """Reads each fragment from a Parquet copy of the source once one was written, writing it while reading.
 
@@ -434,12 +435,20 @@ class Dataset(Settings):
         source. ``mode="auto"``: cache only if reading the source measured at
         least twice as slow per row as reading the cache. ``trust_directory``:
         use a directory that another user owns or others can write (refused
-        by default: they could plant rows; see ``docs/reliability.md``). See
-        :mod:`streamfeed.cache`.
+        by default: they could plant rows; see ``docs/reliability.md``).
+        ``verify``: ``"content"`` hashes the source files' bytes once per run
+        (xxh3_128, in the cache's key), so a rewrite of the same size with its
+        modification time put back is not served from the old cache;
+        ``"metadata"`` trusts path, size and time (that rewrite serves the old
+        rows); None: ``"content"`` for CSV and image folders, where the hash
+        measured under 5 % of the first epoch, else ``"metadata"`` (Parquet:
+        14 %; ``docs/self-healing.md``). See :mod:`streamfeed.cache`.
         """
         from ..cache import cache_source
 
-        cached = cache_source(self.source, directory, max_bytes=max_bytes, mode=mode, trust_directory=trust_directory)
+        cached = cache_source(
+            self.source, directory, max_bytes=max_bytes, mode=mode, trust_directory=trust_directory, verify=verify
+        )
         return self._with(source=cached, same_rows=True)  # the cache serves the source's rows
 
     # ------------------------------------------------------------------- keras
