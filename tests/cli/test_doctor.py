@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from _console import assert_short_failure, streamfeed
+from _console import assert_short_failure, environment, streamfeed
 from PIL import Image, ImageFilter
 
 import streamfeed as sf
@@ -233,3 +233,19 @@ def test_file_and_column_names_with_escape_sequences_never_reach_the_terminal_ra
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "\x1b" not in proc.stdout
     assert "x\\x1b[2J.parquet" in proc.stdout and "c\\x1b[31m" in proc.stdout  # shown, as visible characters
+
+
+def test_a_cache_published_by_dataset_cache_is_seen_as_published(tmp_path):
+    """doctor looks for the cache under the key Dataset.cache() keeps it under (a CSV's is keyed by its content)."""
+    import streamfeed as sf
+
+    path = tmp_path / "train.csv"
+    pacsv.write_csv(_table(), path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    with sf.read_csv(path).cache(cache).iter_epoch(0) as epoch:  # the first epoch publishes the cache
+        for _ in epoch:
+            pass
+    proc = streamfeed("doctor", path, "--seconds", SECONDS, "--json", env=environment(STREAMFEED_CACHE_DIR=str(cache)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _finding(json.loads(proc.stdout), "cache")["measured"]["published_cache"] is True

@@ -36,7 +36,7 @@ source -> auto -> key/parts, source -> content; the package may import only ``co
 from .auto import AUTO_MIN_RATIO, CacheProbe, probe_cache, should_cache
 from .content import CONTENT_BY_DEFAULT, content_digest, resolve_verify
 from .key import CACHE_FORMAT_VERSION, cache_key
-from .source import CachedFragment, CachedSource, cache_source, default_directory
+from .source import CachedFragment, CachedSource, cache_source, default_directory, key_for
 from .store import CacheWarning, FragmentStore
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "cache_source",
     "content_digest",
     "default_directory",
+    "key_for",
     "probe_cache",
     "resolve_verify",
     "should_cache",

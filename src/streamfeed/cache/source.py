@@ -25,6 +25,7 @@ from ..core import Chunk, Fragment, Source, SourceInfo
 from ..errors import ArgumentError, describe
 from .auto import should_cache
 from .content import content_digest, resolve_verify
+from .key import cache_key
 from .store import FragmentStore
 
 
@@ -154,9 +155,15 @@ def cache_source(
                 "or the code change",
             )
         )
-    checked = resolve_verify(source, verify)
     root = os.fspath(directory) if directory is not None else default_directory()
-    content = content_digest(source) if checked == "content" else None
+    content = content_digest(source) if resolve_verify(source, verify) == "content" else None
     if mode == "auto" and not should_cache(source, root, content):
         return source
     return CachedSource(source, root, max_bytes, trust_directory=trust_directory, content=content)
+
+
+def key_for(source: Source, verify: str | None = None) -> str:
+    """The key ``Dataset.cache(verify=verify)`` keeps a cache of ``source`` under (its content read if checked so)."""
+    if isinstance(source, CachedSource):
+        source = source.inner
+    return cache_key(source, content_digest(source) if resolve_verify(source, verify) == "content" else None)

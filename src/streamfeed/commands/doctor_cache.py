@@ -41,7 +41,7 @@ def cache_finding(dataset: Any, source_format: str, seconds: float) -> Finding:
     often reads back faster from a part without dictionaries, but its reads
     rarely set the pace.
     """
-    from ..cache import AUTO_MIN_RATIO, cache_key, default_directory, probe_cache
+    from ..cache import AUTO_MIN_RATIO, default_directory, key_for, probe_cache
     from ..files.paths import MANIFEST_NAME
 
     sized = [fragment for fragment in dataset.source.fragments if fragment.num_rows > 0]
@@ -61,7 +61,7 @@ def cache_finding(dataset: Any, source_format: str, seconds: float) -> Finding:
     cache_seconds = max(sum(probe.read_seconds for probe in probes), 1e-9)
     speedup = source_seconds / cache_seconds
     epochs = _epochs_with_and_without_cache(dataset, probed, started + seconds)
-    published = os.path.isfile(os.path.join(default_directory(), cache_key(dataset.source), MANIFEST_NAME))
+    published = os.path.isfile(os.path.join(default_directory(), key_for(dataset.source), MANIFEST_NAME))
     measured = {
         "fragments": len(probes),
         "rows": rows,
