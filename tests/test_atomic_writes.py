@@ -237,10 +237,8 @@ NOT_THE_HELPER = {
     ("commands/_backend.py", "_stderr_silenced", "open"): "os.open(os.devnull) to silence a backend's output",
     ("commands/stats.py", "run", "save"): "Stats.save, which uses the helper",
     ("inspect/figures.py", "thumbnail", "save"): "a JPEG into an in-memory buffer",
-    # Not this item's engineer's file; writes its final names directly (a link there is followed): needs the helper.
-    ("demo.py", "generate", "ParquetWriter"): "demo data into its own directory; should use the helper (follow-up)",
-    ("demo.py", "generate", "write_table"): "demo data into its own directory; should use the helper (follow-up)",
-    ("demo.py", "generate", "write_text"): "demo data's _COMPLETE marker; should use the helper (follow-up)",
+    ("demo.py", "generate", "ParquetWriter"): "demo data written into an atomic_open stream",
+    ("demo.py", "generate", "write_table"): "rows written through that ParquetWriter",
 }
 
 
@@ -343,3 +341,17 @@ def test_the_bad_input_report_is_not_appended_through_a_link_planted_at_its_name
     for number in range(2):  # without the link: appended, a line per entry
         report.add(SkippedUnit("a.parquet", f"row group {number + 2}", "bad", 10))
     assert [json.loads(line)["location"] for line in link.read_text().splitlines()] == ["row group 2", "row group 3"]
+
+
+def test_the_demo_data_is_not_written_through_a_link_planted_at_its_name(tmp_path):
+    from streamfeed.demo import dataset_path, generate
+
+    target = dataset_path(tmp_path / "demo", 1000, 2)
+    target.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    (target / "part-00000.parquet").symlink_to(victim)
+    generate(tmp_path / "demo", 1000, 2, progress=False)
+    assert victim.read_text() == "keep me"
+    part = target / "part-00000.parquet"
+    assert part.is_file() and not part.is_symlink() and (target / "_COMPLETE").is_file()

@@ -56,6 +56,7 @@ def generate(directory: Path, rows: int, features: int, seed: int = 0, progress:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from .files.atomic import atomic_open, write_atomic
     from .inspect.progress import progress as progress_bar
 
     target = dataset_path(directory, rows, features)
@@ -70,7 +71,8 @@ def generate(directory: Path, rows: int, features: int, seed: int = 0, progress:
         for index in range(-(-rows // ROWS_PER_FILE)):
             count = min(ROWS_PER_FILE, rows - written)
             path = target / f"part-{index:05d}.parquet"
-            with pq.ParquetWriter(path, _schema(features)) as writer:
+            # each file written whole or not at all, never through a link planted at its name (files/atomic.py)
+            with atomic_open(path, "wb") as out, pq.ParquetWriter(out, _schema(features)) as writer:
                 for start in range(0, count, ROW_GROUP_ROWS):
                     n = min(ROW_GROUP_ROWS, count - start)
                     x = rng.normal(size=(n, features)).astype(np.float32)
@@ -82,7 +84,7 @@ def generate(directory: Path, rows: int, features: int, seed: int = 0, progress:
                     writer.write_table(pa.table(columns, schema=_schema(features)))
                     advance(n)
             written += count
-    done.write_text(f"{rows} rows\n")
+    write_atomic(done, f"{rows} rows\n")
     return target
 
 
