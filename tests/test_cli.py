@@ -79,3 +79,22 @@ def test_version_is_printed(capsys):
         main(["--version"])
     assert excinfo.value.code == 0
     assert capsys.readouterr().out.strip() == f"streamfeed {streamfeed.__version__}"
+
+
+def test_a_misspelt_flag_gets_the_near_one(tmp_path, capsys):
+    with pytest.raises(SystemExit) as excinfo:
+        main(["inspect", str(tmp_path), "--qualty"])
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err
+    assert "--qualty" in err and "did you mean --quality?" in err
+
+
+def test_every_demo_and_bench_flag_says_what_it_is(capsys):
+    for command in ("demo", "bench"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        for flag in {"demo": ("--epochs", "--batch-size"), "bench": ("--read-threads",)}[command]:
+            options = text.split("options:", 1)[1]
+            entry = options.split(f"\n  {flag}", 1)[1].split("\n  -", 1)[0]  # its line(s) in the options list
+            assert len(entry.split()) > 2, (command, flag, entry)  # a help text, not just the metavar

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import logging
 import os
 import sys
@@ -66,7 +67,13 @@ def main(argv: Sequence[str] | None = None, *, catch: bool | None = None) -> int
     exception reaches the caller, unless ``catch=True``.
     """
     catch = argv is None if catch is None else catch
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # a flag the command does not know: name the near one (argparse only lists them)
+        flags = sorted(args.flags)
+        near = [difflib.get_close_matches(extra, flags, n=1) for extra in extras if extra.startswith("-")]
+        hint = "".join(f" (did you mean {match[0]}?)" for match in near if match)[:200]
+        parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     args.debug = args.debug or os.environ.get("STREAMFEED_DEBUG", "") not in ("", "0")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     if catch and not args.debug:

@@ -38,7 +38,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--no-shuffle", action="store_true", help="read in source order")
     bench.add_argument("--seconds", type=float, default=10.0, help="run for about this long (default 10)")
     bench.add_argument("--max-batches", type=int, default=None, help="stop after this many batches")
-    bench.add_argument("--read-threads", type=int, default=None)
+    bench.add_argument(
+        "--read-threads", type=int, default=None, help="read threads (default: at most 4, at most the cores)"
+    )
     bench.add_argument(
         "--autotune",
         action="store_true",

@@ -20,8 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--rows", type=int, default=2_000_000, help="rows to generate (default 2,000,000; may exceed RAM)"
     )
     demo.add_argument("--features", type=int, default=32, help="feature columns to generate (default 32)")
-    demo.add_argument("--epochs", type=int, default=2)
-    demo.add_argument("--batch-size", type=int, default=1024)
+    demo.add_argument("--epochs", type=int, default=2, help="epochs to train (default 2)")
+    demo.add_argument("--batch-size", type=int, default=1024, help="rows per batch (default 1024)")
     demo.add_argument("--data-dir", type=Path, default=None, help="cache directory (default ~/.cache/streamfeed/demo)")
     add_memory_limit(demo)
     demo.add_argument("--json", action="store_true", help="print the summary as JSON (the whole of stdout)")
