@@ -72,6 +72,9 @@ class SourceInfo:
     # Whether ``fingerprint()`` changes when the values do: files by size and modification time, yes; a Ray
     # pipeline's plan text, no (a map reading a changed input keeps it). The conversion cache refuses False.
     sees_values: bool = True
+    # The reader keyword that sets how large a fragment is ("fragment_bytes" for CSV), named by a memory
+    # refusal; None where the fragments are the files' own pieces (Parquet row groups, Ray blocks).
+    fragment_setting: str | None = None
 
     @property
     def class_names(self) -> list[str]:

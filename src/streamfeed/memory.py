@@ -100,7 +100,7 @@ five times its output. Each read thread has one fragment in decoding.
 def estimate_bytes(
     row_bytes: float,
     fragment_rows: float,
-    batch_rows: int,
+    batch_rows: int | None,
     *,
     read_ahead: int,
     window: int,
@@ -108,19 +108,74 @@ def estimate_bytes(
     shuffled: bool,
     read_threads: int = 1,
 ) -> int:
-    """Peak bytes held by the pipeline's own buffers for this layout, decoding included."""
+    """Peak bytes held by the pipeline's own buffers for this layout, decoding included.
+
+    ``batch_rows`` None: unbatched, the chunks served are the fragments
+    read (views of them), so the queue holds one copy of each and nothing
+    is packed or queued for a next epoch (the Keras adapter needs batches).
+    Counting them three times refused a 72 MB CSV of narrow rows at the
+    default limit (issue 23); ``tests/test_default_limits.py`` checks that
+    peak RSS stays inside the smaller figure.
+    """
     assembly = (2 if shuffled else 1) * window  # the unit being served + the next one loading
     decoding = READ_TRANSIENT * min(read_threads, read_ahead)  # in-flight reads' scratch
     fragments = (read_ahead + assembly + decoding) * fragment_rows
-    batches = 3 * prefetch * batch_rows  # a batch and its packed form, and the next epoch's queue
+    if batch_rows is None:
+        batches = prefetch * fragment_rows
+    else:
+        batches = 3 * prefetch * batch_rows  # a batch and its packed form, and the next epoch's queue
     return int(row_bytes * (fragments + batches))
+
+
+PASS_COPIES = 1 + READ_TRANSIENT + 1
+"""Decoded bytes a one-pass reader holds per byte of the fragment it is reading.
+
+The fragment itself, its decoding scratch (:data:`READ_TRANSIENT`) and the
+summary's working copy of a column (statistics convert to float64).
+Measured: ``compute_stats`` of a CSV of three one-digit integer columns
+grew peak RSS by 4.8x its 4 MiB fragments per read thread.
+"""
+
+
+def smaller_fragments_fix(setting: str | None) -> str:
+    """How to read smaller fragments, for a source whose fragment size is the reader keyword ``setting``.
+
+    None: the fragments are the files' own pieces (Parquet row groups).
+    The command line takes ``fragment_bytes`` as ``--fragment-bytes``.
+    """
+    if setting is None:
+        return "rewrite the data with smaller row groups (streamfeed convert writes row groups sized for streaming)"
+    flag = " (--fragment-bytes on the command line)" if setting == "fragment_bytes" else ""
+    return f"read smaller fragments with {setting}={flag}"
+
+
+def pass_threads(largest_fragment_bytes: float, memory_limit: int | None, threads: int, fix: str) -> int:
+    """Threads of a one-pass read (statistics, counting, quality) that fit ``memory_limit``: at most ``threads``.
+
+    Each thread reads one fragment at a time (:data:`PASS_COPIES` its
+    size); a pass's result does not depend on its thread count, so the
+    limit may lower it. A limit that cannot hold one read is refused,
+    naming ``fix`` (:func:`smaller_fragments_fix`).
+    """
+    limit = resolve_memory_limit(memory_limit)
+    need = PASS_COPIES * max(largest_fragment_bytes, 1.0)
+    if need > limit:
+        raise MemoryLimitError(
+            describe(
+                "A fragment is too large to read within the memory limit",
+                expected=f"at most {limit / 2**20:.0f} MiB for one fragment in reading ({PASS_COPIES} times its size)",
+                found=f"the largest fragment is {largest_fragment_bytes / 2**20:.0f} MiB decoded",
+                fix=f"raise memory_limit to {-(-int(need) // 2**20)} MiB or more, project fewer columns, or {fix}",
+            )
+        )
+    return max(1, min(threads, int(limit // need)))
 
 
 def plan_layout(
     *,
     row_bytes: float,
     fragment_rows: float,
-    batch_rows: int,
+    batch_rows: int | None,
     shuffled: bool,
     window: int,
     read_threads: int | None,
@@ -128,6 +183,7 @@ def plan_layout(
     memory_limit: int | None,
     largest_fragment_rows: float | None = None,
     read_parallelism: int | None = None,
+    smaller_fragments: str | None = None,
 ) -> Layout:
     """The largest layout within ``memory_limit`` (the library's default if None) for a given ``window``.
 
@@ -140,8 +196,12 @@ def plan_layout(
     Buffers are sized from the mean fragment, but the largest one must fit
     too (read, and converted once): a single huge fragment, such as a bz2
     CSV that cannot be split, is refused here rather than exhausting memory.
+    ``batch_rows`` None: unbatched (see :func:`estimate_bytes`).
+    ``smaller_fragments``: how this source reads smaller fragments, for the
+    refusals (:func:`smaller_fragments_fix` of its ``fragment_setting``).
     """
     limit = resolve_memory_limit(memory_limit)
+    smaller_fragments = smaller_fragments or smaller_fragments_fix(None)
     largest = max(fragment_rows, largest_fragment_rows or 0.0)
     if 2 * row_bytes * largest > limit:
         raise MemoryLimitError(
@@ -149,8 +209,7 @@ def plan_layout(
                 "A fragment is larger than the memory limit allows",
                 expected=f"fragments below {limit / 2**20:.0f} MiB / 2 (read, then converted)",
                 found=f"one of {largest:.0f} rows x {row_bytes:.0f} bytes = {row_bytes * largest / 2**20:.0f} MiB",
-                fix="raise memory_limit, project fewer columns, or rewrite the data in smaller pieces "
-                "(streamfeed convert writes row groups sized for streaming)",
+                fix=f"raise memory_limit, project fewer columns, or {smaller_fragments}",
             )
         )
     threads = read_threads or default_read_threads(read_parallelism)
@@ -190,9 +249,7 @@ def plan_layout(
                         if held
                         else ""
                     )
-                    + ", or project fewer columns, or read smaller fragments "
-                    "(fragment_bytes= for CSV and TFRecord, fragment_size= for images, "
-                    "streamfeed convert for row groups sized for streaming)",
+                    + f", or project fewer columns, or {smaller_fragments}",
                 )
             )
     return Layout(

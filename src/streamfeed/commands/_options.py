@@ -18,6 +18,7 @@ from ..sources.detect import FORMATS
 
 DEFAULT_BATCH_SIZE = 1024
 NULL_FORMATS = ("parquet", "csv")  # the readers with a null policy and a column projection by name
+FRAGMENT_BYTES_FORMATS = ("csv", "tfrecord")  # the readers cut into byte ranges by ``fragment_bytes``
 
 _UNITS = {
     "": 1,
@@ -98,6 +99,14 @@ def add_reading(parser: argparse.ArgumentParser) -> None:
         help="the value for nulls (implies --nulls fill): one value, or COLUMN=VALUE,... per column",
     )
     parser.add_argument(
+        "--fragment-bytes",
+        type=parse_size,
+        default=None,
+        metavar="SIZE",
+        help="CSV and TFRecord: cut files into pieces of about this size, e.g. 4MiB (default 16MiB; "
+        "smaller pieces need less memory)",
+    )
+    parser.add_argument(
         "--on-error",
         choices=["raise", "skip"],
         default="raise",
@@ -137,6 +146,16 @@ def reader_options(args: argparse.Namespace, source_format: str, *, columns: lis
     elif nulls == "fill":
         raise ArgumentError(describe("--nulls fill needs the value", fix="pass --fill VALUE (or COLUMN=VALUE,...)"))
     options: dict[str, Any] = {"on_error": getattr(args, "on_error", "raise")}
+    fragment_bytes = getattr(args, "fragment_bytes", None)
+    if fragment_bytes is not None and source_format not in FRAGMENT_BYTES_FORMATS:
+        raise ArgumentError(
+            describe(
+                f"--fragment-bytes applies to CSV and TFRecord; this source is {source_format}",
+                fix="leave out --fragment-bytes (this format's pieces are its files' own)",
+            )
+        )
+    if fragment_bytes is not None:
+        options["fragment_bytes"] = fragment_bytes
     if source_format in NULL_FORMATS:
         if nulls is not None:
             options["nulls"] = nulls

@@ -35,7 +35,15 @@ import numpy as np
 
 from ..core import Chunk, Position, chunk_len
 from ..errors import ArgumentError, MemoryLimitError, describe
-from ..memory import Layout, decode_bytes_limit, plan_layout, resolve_memory_limit
+from ..memory import (
+    Layout,
+    decode_bytes_limit,
+    default_read_threads,
+    pass_threads,
+    plan_layout,
+    resolve_memory_limit,
+    smaller_fragments_fix,
+)
 from ..plan import EpochPlan, Lanes, deal_lanes, default_window, make_epoch_plan
 from ..runtime.autotune import Budget
 from ..runtime.batch import num_batches
@@ -137,8 +145,7 @@ class Resolution:
                         expected=f"fragments below {limit / 2**20:.0f} MiB / 2 (read, then converted)",
                         found=found,
                         fix=f"raise memory_limit to {-(-int(2 * size) // 2**20)} MiB or more, project fewer "
-                        "columns, or read smaller fragments (fragment_bytes= for CSV and TFRecord, fragment_size= "
-                        "for images; streamfeed convert writes row groups sized for streaming)",
+                        f"columns, or {self.smaller_fragments}",
                     )
                 )
             readable.append(True)
@@ -170,15 +177,31 @@ class Resolution:
         threads: int | None = None,
         name: str = "pass",
     ) -> Generator[passes.T | None, None, None]:
-        """:func:`passes.fragment_pass` over this dataset's fragments, ops, report and decode bound."""
+        """:func:`passes.fragment_pass` over this dataset's fragments, ops, report and decode bound.
+
+        Its threads are at most what the memory limit holds (each reads one
+        fragment: ``memory.pass_threads``); a fragment the limit cannot read is
+        refused before the pass, naming the setting that makes it smaller.
+        """
         dataset = self.dataset
+        source = dataset.source
+        readable = self.readable()
+        chosen = [index for index in (range(len(source.fragments)) if indices is None else indices) if readable[index]]
+        largest = max(
+            (
+                source.fragments[index].num_rows * float(source.fragment_row_bytes(source.fragments[index]))
+                for index in chosen
+            ),
+            default=0.0,
+        )
+        wanted = threads or dataset.read_threads or default_read_threads()
         return passes.fragment_pass(
-            dataset.source.fragments,
+            source.fragments,
             dataset.row_ops,
             dataset.report,
             summarise,
             indices=indices,
-            threads=threads or dataset.read_threads,
+            threads=pass_threads(largest, self.memory_limit, wanted, self.smaller_fragments),
             decode_bytes=self.decode_bytes,
             name=name,
         )
@@ -222,12 +245,16 @@ class Resolution:
         """Decoded bytes of a row on average over the readable fragments, each weighed by its own row bytes."""
         return self._sizes()["row_bytes"]
 
-    def _batch_rows(self) -> int:
-        """Rows of one served batch (a lane's share of a step when sharded)."""
-        dataset = self.dataset
-        if dataset.batch_size is None:
-            return int(self._sizes()["fragment_rows"])
+    def _batch_rows(self) -> int | None:
+        """Rows of one served batch (a lane's share of a step when sharded); None unbatched (fragments are served)."""
+        if self.dataset.batch_size is None:
+            return None
         return self.positions.batch_rows()
+
+    @property
+    def smaller_fragments(self) -> str:
+        """How this source reads smaller fragments: the fix a memory refusal names."""
+        return smaller_fragments_fix(self.dataset.source.info.fragment_setting)
 
     def layout(self) -> Layout:
         """Buffer sizes chosen for the memory limit, with their estimated bytes."""
@@ -249,6 +276,7 @@ class Resolution:
                 read_parallelism=None if dataset.row_ops else dataset.source.read_parallelism,
                 fragment_rows=sizes["fragment_rows"],
                 largest_fragment_rows=sizes["largest_fragment_rows"],
+                smaller_fragments=self.smaller_fragments,
             )
 
         return self._once("layout", make)

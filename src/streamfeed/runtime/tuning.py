@@ -37,7 +37,7 @@ class Budget:
 
     row_bytes: float
     fragment_rows: float
-    batch_rows: int
+    batch_rows: int | None  # None: unbatched
     window: int
     shuffled: bool
     memory_limit: int

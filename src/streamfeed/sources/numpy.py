@@ -562,7 +562,7 @@ class NumpySource:
     @property
     def info(self) -> SourceInfo:
         """Format (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("numpy")
+        return SourceInfo("numpy", fragment_setting="rows_per_fragment")
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:

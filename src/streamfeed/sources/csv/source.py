@@ -472,7 +472,7 @@ class CsvSource:
     @property
     def info(self) -> SourceInfo:
         """Format, schema (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("csv", schema=self.schema, filesystem=self.filesystem)
+        return SourceInfo("csv", schema=self.schema, filesystem=self.filesystem, fragment_setting="fragment_bytes")
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns, delimiter and null policy; taken once, at open."""

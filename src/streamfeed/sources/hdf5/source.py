@@ -322,7 +322,7 @@ class HDF5Source:
     @property
     def info(self) -> SourceInfo:
         """Format (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("hdf5")
+        return SourceInfo("hdf5", fragment_setting="rows_per_fragment")
 
     def fingerprint(self) -> dict:
         """Files (paths, sizes, times), columns and fragment boundaries; taken once, at open."""

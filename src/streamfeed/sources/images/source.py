@@ -201,7 +201,7 @@ class ImageSource:
     @property
     def info(self) -> SourceInfo:
         """Format, classes (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("images", label_map=self.label_map, root=self.root)
+        return SourceInfo("images", label_map=self.label_map, root=self.root, fragment_setting="fragment_size")
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:

@@ -272,7 +272,7 @@ class TFRecordSource:
     @property
     def info(self) -> SourceInfo:
         """Format (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("tfrecord", filesystem=self.filesystem)
+        return SourceInfo("tfrecord", filesystem=self.filesystem, fragment_setting="fragment_bytes")
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
