@@ -39,7 +39,7 @@ import numpy as np
 from ..files.arrow import ColumnPolicy
 from ..sources.detect import open_source
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
-from .images import image_folder
+from .images import decode_failure, image_folder
 from .order import spearman_with_order
 from .report import InspectReport
 
@@ -390,6 +390,7 @@ def _captioned(thumb: Thumb, caption: str, flagged: bool) -> Thumb:
 def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> Thumb:
     """``path`` at most ``side`` pixels a side (aspect kept) as a JPEG data URI, through the bounded decoder."""
     thumb = Thumb(os.path.relpath(path, root))
+    data = None
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_THUMB_FILE_BYTES + 1)
@@ -410,7 +411,7 @@ def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int
         )
         array = decode(data, spec, resolve_decoder("auto"))
     except Exception as exc:  # noqa: BLE001 - an image that does not decode is shown as such
-        thumb.error = f"{type(exc).__name__}: {exc}"[:200]
+        thumb.error = decode_failure(exc, None if data is None else len(data))[:200]
         return thumb
     out = io.BytesIO()
     pillow().fromarray(array).save(out, format="JPEG", quality=85)
