@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 
 import numpy as np
@@ -96,9 +98,11 @@ def test_every_warning_the_page_shows_is_counted(tmp_path, capsys):
 def test_an_hdf5_image_column_gets_thumbnails_and_a_pixel_histogram(channels, tmp_path, capsys):
     import h5py
 
+    # each picture: a dark left half with noise, a bright right half (red for RGB)
     rng = np.random.default_rng(2)
     shape = (200, 64, 64) if channels is None else (200, 64, 64, channels)
-    images = rng.integers(0, 256, shape, dtype=np.uint8)
+    images = rng.integers(0, 40, shape, dtype=np.uint8)
+    images[:, :, 32:] = 230 if channels is None else (230, 0, 0)
     data = tmp_path / "digits.h5"
     with h5py.File(data, "w") as handle:
         handle["images"] = images
@@ -111,5 +115,11 @@ def test_an_hdf5_image_column_gets_thumbnails_and_a_pixel_histogram(channels, tm
     assert "no chart" not in card
     thumbs = _Elements(card).find("img", "array-thumb")
     assert len(thumbs) >= 4 and all(t["src"].startswith("data:image/jpeg;base64,") for t in thumbs)
+    for thumb in thumbs:  # the row's picture, whole: dark left, bright (red) right
+        shown = np.asarray(Image.open(io.BytesIO(base64.b64decode(thumb["src"].split(",", 1)[1]))).convert("RGB"))
+        assert shown.shape == (64, 64, 3)
+        left, right = shown[:, :28].astype(float).mean(axis=(0, 1)), shown[:, 36:].astype(float).mean(axis=(0, 1))
+        assert left.max() < 60 and right[0] > 200
+        assert (right[1:] > 200).all() if channels is None else (right[1:] < 40).all()
     counts = _bins(card)
-    assert sum(counts) > 0 and len(counts) >= 6, counts  # pixel values 0-255, spread evenly
+    assert len(counts) >= 6 and counts[0] > 0 and counts[-1] > 0, counts  # pixel values 0-40 and 230

@@ -6,8 +6,11 @@ evenly between, within ``READ_BUDGET`` estimated decoded bytes, one
 fragment in memory at a time), with their global row numbers. From them:
 a histogram per numeric or date column, the most frequent values of the
 other columns, nulls and NaN in the sample, and each numeric column's
-median by row position (the picture of a sorted file). The rows per
-fragment (row group) come from the source's listing, not from reading.
+median by row position (the picture of a sorted file); a column of
+pictures (an HDF5 or NumPy array of height x width [x channels] per row)
+gets thumbnails of a few rows and the histogram of its pixel values, as an
+image folder's images are shown. The rows per fragment (row group) come
+from the source's listing, not from reading.
 
 Image folders: a few thumbnails per class, taken evenly from each class,
 and, when the quality report is attached, the darkest, brightest and
@@ -57,6 +60,8 @@ MAX_CLASSES = 24
 EXTREMES = 5  # darkest, brightest, blurriest shown
 MAX_DUPLICATE_GROUPS = 6
 MAX_THUMB_FILE_BYTES = 64 << 20  # larger files are not read for a thumbnail
+ARRAY_THUMBS = 6  # thumbnails of an image column (two rows of a column card)
+PIXELS = 1_000_000  # pixel values of an image column's histogram, taken evenly from the sample
 _THUMB_THREADS = 2
 
 _SOURCE_OPTIONS: dict[str, dict[str, Any]] = {  # nulls kept as masked values, counted apart from NaN
@@ -72,7 +77,9 @@ class ColumnFigure:
     ``kind``: ``numeric`` and ``datetime`` have ``edges``/``counts`` (a
     histogram; ``edge_labels`` as text) and ``order``; ``discrete`` (few
     integer values), ``categorical`` and ``bool`` have ``top`` (value,
-    count) and ``other``; ``other`` (arrays per row) has neither.
+    count) and ``other``; ``image`` (a picture per row: height x width,
+    optionally 1, 3 or 4 channels) has ``thumbs`` and the histogram of its
+    pixel values; ``other`` (other arrays per row) has none of these.
     """
 
     name: str
@@ -92,6 +99,7 @@ class ColumnFigure:
     order_labels: tuple[str, str] = ("", "")  # how the order plot's lowest and highest values read
     rho: float | None = None  # Spearman rho with the row number, in the sample
     stats: dict[str, str] = field(default_factory=dict)  # min, median, max as text
+    thumbs: list[Thumb] = field(default_factory=list)  # an image column's rows, as the image folder's are shown
 
 
 @dataclass
@@ -210,6 +218,8 @@ def _column_figure(name: str, column: np.ndarray, rows_at: np.ndarray, arrow_typ
     figure = ColumnFigure(name, "other", str(values.dtype), rows=len(values), nulls=int(mask.sum()))
     if values.ndim != 1:
         figure.dtype = f"{values.dtype} {list(values.shape[1:])}"
+        if _image_like(values):
+            _image_column(figure, values[~mask], rows_at[~mask])
         return figure
     present, at = values[~mask], rows_at[~mask]
     kind = values.dtype.kind
@@ -291,6 +301,39 @@ def _order(figure: ColumnFigure, values: np.ndarray, at: np.ndarray, text: Any) 
     else:
         figure.order = [_percentiles(part) for part in bins]
     figure.order_labels = (text(float(values.min())), text(float(values.max())))
+
+
+def _image_like(values: np.ndarray) -> bool:
+    """Rows that are pictures: numbers, height x width (at least 8 a side), and 1, 3 or 4 channels or none."""
+    shape = values.shape[1:]
+    channels_ok = len(shape) == 2 or (len(shape) == 3 and shape[2] in (1, 3, 4))
+    return values.dtype.kind in "uif" and channels_ok and min(shape[:2]) >= 8
+
+
+def _image_column(figure: ColumnFigure, images: np.ndarray, rows_at: np.ndarray) -> None:
+    """Thumbnails of rows taken evenly from the sample, and the histogram of their pixel values.
+
+    As an image folder's report shows its images (the same JPEG thumbnails,
+    the same histogram), from at most ``PIXELS`` values of the sample.
+    """
+    figure.kind = "image"
+    if not len(images):
+        return
+    picks = np.unique(np.linspace(0, len(images) - 1, min(ARRAY_THUMBS, len(images))).round().astype(np.int64))
+    shown = images[picks]
+    low, high = float(np.nanmin(shown)), float(np.nanmax(shown))
+    if images.dtype == np.uint8 or (images.dtype.kind == "f" and low >= 0 and high <= 1):
+        low, high = 0.0, 255.0 if images.dtype == np.uint8 else 1.0  # the dtype's own range: 0 stays black
+    for index, row in zip(picks, shown):
+        scaled = (np.nan_to_num(row.astype(np.float64), nan=low) - low) * (255.0 / ((high - low) or 1.0))
+        pixels = np.clip(scaled, 0, 255).round().astype(np.uint8)
+        if pixels.ndim == 3:  # grey (one channel) or RGB (alpha dropped, as decoding to 3 channels does)
+            pixels = pixels[..., 0] if pixels.shape[2] == 1 else pixels[..., :3]
+        figure.thumbs.append(_array_thumb(f"row {int(rows_at[index]):,}", pixels))
+    flat = images.reshape(-1)
+    values = flat[np.linspace(0, len(flat) - 1, min(len(flat), PIXELS)).round().astype(np.int64)]
+    values = values.astype(np.float64)
+    _histogram(figure, values[np.isfinite(values)], _number)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float, float]:
@@ -413,6 +456,20 @@ def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int
     except Exception as exc:  # noqa: BLE001 - an image that does not decode is shown as such
         thumb.error = decode_failure(exc, None if data is None else len(data))[:200]
         return thumb
+    return _jpeg(thumb, array)
+
+
+def _array_thumb(name: str, pixels: np.ndarray, side: int = THUMB_SIDE) -> Thumb:
+    """A row's picture (``uint8``, grey or RGB) as a thumbnail at most ``side`` pixels a side, aspect kept."""
+    image = pillow().fromarray(pixels)
+    scale = min(1.0, side / max(image.size))
+    if scale < 1:
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
+    return _jpeg(Thumb(name), np.asarray(image))
+
+
+def _jpeg(thumb: Thumb, array: np.ndarray) -> Thumb:
+    """``thumb`` with ``array`` (``uint8``, grey or RGB) inlined as a JPEG data URI."""
     out = io.BytesIO()
     pillow().fromarray(array).save(out, format="JPEG", quality=85)
     thumb.uri = "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")

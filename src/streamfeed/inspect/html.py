@@ -2,8 +2,9 @@
 
 What it shows: a header of key figures and every warning; for tables, one
 card per column (a histogram for numbers and dates, the most frequent
-values for the rest, its nulls and NaN, and its median along the row order
-with Spearman's rho), the missing values of every column side by side, the
+values for the rest, thumbnails and the pixel histogram for a column of
+pictures, its nulls and NaN, and its median along the row order with
+Spearman's rho), the missing values of every column side by side, the
 label's distribution, each column's correlation with the row order, and
 the rows per row group (fragment); for image folders, the images per
 class with a few thumbnails of each, and with ``--quality`` the darkest,
@@ -143,7 +144,11 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
         + "</p>",
         null_strip(figure.name, null, nan),
     ]
-    if figure.kind in ("numeric", "datetime"):
+    if figure.kind == "image":
+        parts.append(f'<div class="thumbs">{"".join(thumb_figure(t, "array-thumb") for t in figure.thumbs)}</div>')
+        parts.append(f'<p class="meta">pixel values of the sample{" (0–255)" if "uint8" in figure.dtype else ""}</p>')
+        parts.append(histogram_svg(figure))
+    elif figure.kind in ("numeric", "datetime"):
         parts.append(histogram_svg(figure))
         low, high = figure.outside
         if low or high:
