@@ -123,3 +123,21 @@ def test_an_hdf5_image_column_gets_thumbnails_and_a_pixel_histogram(channels, tm
         assert (right[1:] > 200).all() if channels is None else (right[1:] < 40).all()
     counts = _bins(card)
     assert len(counts) >= 6 and counts[0] > 0 and counts[-1] > 0, counts  # pixel values 0-40 and 230
+
+
+def test_a_gap_the_sample_could_not_cover_is_said_beside_its_empty_bins(tmp_path, capsys, monkeypatch):
+    # Parquet row groups cannot be cut finer: a budget of 2.5 row groups reads the first and the last of 3,
+    # and the card says that its empty bins may be the row group it did not read.
+    import pyarrow.parquet as pq
+
+    rows = 30_000
+    data = tmp_path / "clicks.parquet"
+    pq.write_table(pa.table({"t": np.arange(rows, dtype=np.float64) * 0.5}), data, row_group_size=rows // 3)
+    monkeypatch.setattr(figures, "READ_BUDGET", int(rows / 3 * 8 * 2.5))
+    page = tmp_path / "report.html"
+    assert main(["inspect", str(data), "--html", str(page), "--quiet"]) == 0
+    capsys.readouterr()
+    _, dom = render(page, tmp_path, "parquet-gap")
+    card = _card(dom, "t")
+    assert 0 in _bins(card)
+    assert "empty bins" in card and "2 of 3 row groups" in card, card

@@ -3,7 +3,9 @@
 Tabular data: up to ``SAMPLE_ROWS`` rows taken evenly from up to
 ``MAX_FRAGMENTS`` fragments spread over the whole source (first, last and
 evenly between, within ``READ_BUDGET`` estimated decoded bytes, one
-fragment in memory at a time), with their global row numbers. From them:
+fragment in memory at a time), with their global row numbers; a CSV or
+TFRecord file whose fragments do not all fit the budget is cut finer for
+the sample, so that it covers the whole file. From them:
 a histogram per numeric or date column, the most frequent values of the
 other columns, nulls and NaN in the sample, and each numeric column's
 median by row position (the picture of a sorted file); a column of
@@ -64,6 +66,8 @@ ARRAY_THUMBS = 6  # thumbnails of an image column (two rows of a column card)
 PIXELS = 1_000_000  # pixel values of an image column's histogram, taken evenly from the sample
 _THUMB_THREADS = 2
 
+_CUT_FINER = ("csv", "tfrecord")  # formats whose source cuts fragments at any byte size (``fragment_bytes``)
+_MIN_PIECE_BYTES = 64 << 10
 _SOURCE_OPTIONS: dict[str, dict[str, Any]] = {  # nulls kept as masked values, counted apart from NaN
     "parquet": {"policy": ColumnPolicy(nulls="mask")},
     "csv": {"policy": ColumnPolicy(nulls="mask")},
@@ -122,7 +126,8 @@ class Figures:
     sample_rows: int = 0
     total_rows: int | None = None
     fragments_read: int = 0
-    fragment_count: int = 0
+    fragment_count: int = 0  # of the sample's listing: the reader's fragments, or the pieces they were cut into
+    cut_finer: bool = False  # the sample was read from the file cut finer than the reader's fragments
     columns: list[ColumnFigure] = field(default_factory=list)
     more_columns: int = 0
     fragment_rows: list[int] = field(default_factory=list)  # rows of every fragment, in source order
@@ -161,8 +166,14 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
     figures.more_columns = len(names) - len(drawn)
     target = max(1000, min(SAMPLE_ROWS, SAMPLE_CELLS // max(1, len(drawn))))
     chosen = _spread_fragments(figures.fragment_rows, row_bytes)
-    starts = np.concatenate([[0], np.cumsum(figures.fragment_rows)]).astype(np.int64)
-    chosen_rows = sum(figures.fragment_rows[i] for i in chosen)
+    pieces = figures.fragment_rows
+    if len(chosen) < len(fragments) and report.format in _CUT_FINER:
+        fragments = list(_finer_source(report, row_bytes * sum(pieces)).fragments)
+        pieces = [int(fragment.num_rows) for fragment in fragments]
+        chosen, figures.cut_finer = _spread_fragments(pieces, row_bytes), True
+        figures.fragment_count = len(fragments)
+    starts = np.concatenate([[0], np.cumsum(pieces)]).astype(np.int64)
+    chosen_rows = sum(pieces[i] for i in chosen)
     parts: dict[str, list[np.ndarray]] = collections.defaultdict(list)
     positions: list[np.ndarray] = []
     for index in chosen:
@@ -174,7 +185,7 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
         rows = len(next(iter(chunk.values()))) if chunk else 0
         if not rows:
             continue
-        keep = max(1, math.ceil(target * figures.fragment_rows[index] / max(1, chosen_rows)))
+        keep = max(1, math.ceil(target * pieces[index] / max(1, chosen_rows)))
         take = np.unique(np.linspace(0, rows - 1, min(rows, keep)).round().astype(np.int64))
         for name in drawn:
             if name in chunk:
@@ -189,6 +200,21 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
     for name in drawn:
         if parts.get(name):
             figures.columns.append(_column_figure(name, _concat(parts.pop(name)), rows_at, types.get(name, "")))
+
+
+def _finer_source(report: InspectReport, decoded_bytes: float) -> Any:
+    """The source again, cut into pieces of about ``READ_BUDGET / MAX_FRAGMENTS`` decoded bytes each.
+
+    Why: the budget reads only a few of the reader's fragments (5 of the 7
+    of a 112 MiB CSV), and a column sorted by time then shows the fragments
+    between as empty histogram bins. ``MAX_FRAGMENTS`` pieces spread evenly
+    over the whole file read no more bytes and leave no gap wider than a
+    bin. Costs a second scan of the file for the record boundaries (the
+    count cache keeps it for the next run).
+    """
+    piece = READ_BUDGET / MAX_FRAGMENTS * report.total_bytes / max(1.0, decoded_bytes)
+    options = {**_SOURCE_OPTIONS.get(report.format, {}), "fragment_bytes": max(_MIN_PIECE_BYTES, int(piece))}
+    return open_source(report.path, report.format, **options)
 
 
 def _spread_fragments(fragment_rows: Sequence[int], row_bytes: float) -> list[int]:

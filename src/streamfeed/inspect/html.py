@@ -118,7 +118,8 @@ def _warnings(warnings: list[tuple[str, str]]) -> str:
     return f'<section id="warnings"><h2>Warnings ({len(items)})</h2>{"".join(items)}</section>'
 
 
-def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None) -> str:
+def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None, read: str = "") -> str:
+    """One column's card; ``read`` is how much of the source the sample read ("5 of 7 row groups"), when not all."""
     quality = (report.quality or {}).get("columns", {}).get(figure.name)
     rows = max(figure.rows, 1)
     if quality:
@@ -150,6 +151,12 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
         parts.append(histogram_svg(figure))
     elif figure.kind in ("numeric", "datetime"):
         parts.append(histogram_svg(figure))
+        empty = sum(1 for count in figure.counts[1:-1] if not count)
+        if read and empty:  # a sorted column shows the fragments between those read as empty bins
+            parts.append(
+                f'<p class="note">{_e(count_text(empty, "empty bin"))}: the sample reads {_e(read)}, so an empty '
+                "bin can be rows it did not read</p>"
+            )
         low, high = figure.outside
         if low or high:
             parts.append(f'<p class="note">range cut to the 1st–99th percentile: {low:,} below, {high:,} above</p>')
@@ -179,11 +186,14 @@ def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
             if figures.total_rows and figures.sample_rows < figures.total_rows
             else f"from all {figures.sample_rows:,} rows"
         )
-        spread = (
-            f", taken evenly from {figures.fragments_read:,} of {figures.fragment_count:,} fragments"
+        noun = "row groups" if report.format == "parquet" else "fragments"
+        pieces = "pieces (the fragments cut finer for the sample)" if figures.cut_finer else noun
+        read = (
+            f"{figures.fragments_read:,} of {figures.fragment_count:,} {pieces}"
             if figures.fragments_read < figures.fragment_count
             else ""
         )
+        spread = f", taken evenly from {read}" if read else ""
         more = f"; {figures.more_columns:,} more columns are listed under All facts" if figures.more_columns else ""
         legend = (
             f'<span class="legend"><i style="background:{BLUE}"></i>present<i style="background:{ORANGE}"></i>null'
@@ -192,7 +202,8 @@ def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
         parts.append(
             f'<section id="columns"><h2>Columns</h2><p class="note">Figures {_e(sample + spread + more)}. '
             f"Rates marked “all rows” come from the quality pass. {legend}</p>"
-            f'<div class="grid">{"".join(_column_card(f, report, label) for f in figures.columns)}</div></section>'
+            f'<div class="grid">{"".join(_column_card(f, report, label, read) for f in figures.columns)}</div>'
+            "</section>"
         )
     # missing values of every column, side by side
     if quality.get("columns"):
