@@ -55,6 +55,8 @@ def test_an_empty_image_file_is_named_as_the_cli_names_it(tmp_path, capsys):
     table = dom[dom.index("Undecodable files") :]
     table = table[: table.index("</table>")]
     assert "empty file (0 bytes)" in table, table
+    empty = dom[dom.index('title="cat/empty.png') :]
+    assert empty[: empty.index("</figure>")].count("empty file (0 bytes)") == 2  # its thumbnail's box and title
     assert "object at 0x" not in dom and "BytesIO" not in dom
 
 

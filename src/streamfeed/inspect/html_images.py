@@ -11,6 +11,7 @@ import os
 
 from .figures import Figures, Thumb
 from .html_base import count_text, html_table
+from .images import EMPTY_FILE
 from .report import InspectReport
 from .svg import bar_chart, binned, histogram_svg
 from .svg import escape as _e
@@ -43,7 +44,7 @@ def _reason(error: str) -> str:
     """What a thumbnail's box says instead of the image (the whole error is in its title)."""
     if "TooLarge" in error or "larger than" in error:
         return "too large to preview"
-    return "does not decode"
+    return EMPTY_FILE if error == EMPTY_FILE else "does not decode"
 
 
 def image_sections(report: InspectReport, figures: Figures) -> list[str]:
