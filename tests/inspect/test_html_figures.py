@@ -24,7 +24,7 @@ def test_the_sample_is_bounded_and_spread_from_the_first_row_group_to_the_last(t
     assert column.kind == "numeric" and column.stats["min"] == "0" and column.stats["max"] == "39,999"
     assert column.rho is not None and column.rho > 0.99 and column.order[0][1] < column.order[-1][1]
     page = to_html(inspect(path), found)
-    assert "a sample of 1,000 of 40,000 rows, taken evenly from 10 of 80 fragments" in page
+    assert "a sample of 1,000 of 40,000 rows, taken evenly from 10 of 80 row groups" in page
 
 
 def test_thumbnails_are_decoded_only_for_files_the_folder_lists(tmp_path):

@@ -3,11 +3,16 @@
 Tabular data: up to ``SAMPLE_ROWS`` rows taken evenly from up to
 ``MAX_FRAGMENTS`` fragments spread over the whole source (first, last and
 evenly between, within ``READ_BUDGET`` estimated decoded bytes, one
-fragment in memory at a time), with their global row numbers. From them:
+fragment in memory at a time), with their global row numbers; a CSV or
+TFRecord file whose fragments do not all fit the budget is cut finer for
+the sample, so that it covers the whole file. From them:
 a histogram per numeric or date column, the most frequent values of the
 other columns, nulls and NaN in the sample, and each numeric column's
-median by row position (the picture of a sorted file). The rows per
-fragment (row group) come from the source's listing, not from reading.
+median by row position (the picture of a sorted file); a column of
+pictures (an HDF5 or NumPy array of height x width [x channels] per row)
+gets thumbnails of a few rows and the histogram of its pixel values, as an
+image folder's images are shown. The rows per fragment (row group) come
+from the source's listing, not from reading.
 
 Image folders: a few thumbnails per class, taken evenly from each class,
 and, when the quality report is attached, the darkest, brightest and
@@ -39,7 +44,7 @@ import numpy as np
 from ..files.arrow import ColumnPolicy
 from ..sources.detect import open_source
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
-from .images import image_folder
+from .images import decode_failure, image_folder
 from .order import spearman_with_order
 from .report import InspectReport
 
@@ -57,8 +62,12 @@ MAX_CLASSES = 24
 EXTREMES = 5  # darkest, brightest, blurriest shown
 MAX_DUPLICATE_GROUPS = 6
 MAX_THUMB_FILE_BYTES = 64 << 20  # larger files are not read for a thumbnail
+ARRAY_THUMBS = 6  # thumbnails of an image column (two rows of a column card)
+PIXELS = 1_000_000  # pixel values of an image column's histogram, taken evenly from the sample
 _THUMB_THREADS = 2
 
+_CUT_FINER = ("csv", "tfrecord")  # formats whose source cuts fragments at any byte size (``fragment_bytes``)
+_MIN_PIECE_BYTES = 64 << 10
 _SOURCE_OPTIONS: dict[str, dict[str, Any]] = {  # nulls kept as masked values, counted apart from NaN
     "parquet": {"policy": ColumnPolicy(nulls="mask")},
     "csv": {"policy": ColumnPolicy(nulls="mask")},
@@ -72,7 +81,9 @@ class ColumnFigure:
     ``kind``: ``numeric`` and ``datetime`` have ``edges``/``counts`` (a
     histogram; ``edge_labels`` as text) and ``order``; ``discrete`` (few
     integer values), ``categorical`` and ``bool`` have ``top`` (value,
-    count) and ``other``; ``other`` (arrays per row) has neither.
+    count) and ``other``; ``image`` (a picture per row: height x width,
+    optionally 1, 3 or 4 channels) has ``thumbs`` and the histogram of its
+    pixel values; ``other`` (other arrays per row) has none of these.
     """
 
     name: str
@@ -92,6 +103,7 @@ class ColumnFigure:
     order_labels: tuple[str, str] = ("", "")  # how the order plot's lowest and highest values read
     rho: float | None = None  # Spearman rho with the row number, in the sample
     stats: dict[str, str] = field(default_factory=dict)  # min, median, max as text
+    thumbs: list[Thumb] = field(default_factory=list)  # an image column's rows, as the image folder's are shown
 
 
 @dataclass
@@ -114,7 +126,8 @@ class Figures:
     sample_rows: int = 0
     total_rows: int | None = None
     fragments_read: int = 0
-    fragment_count: int = 0
+    fragment_count: int = 0  # of the sample's listing: the reader's fragments, or the pieces they were cut into
+    cut_finer: bool = False  # the sample was read from the file cut finer than the reader's fragments
     columns: list[ColumnFigure] = field(default_factory=list)
     more_columns: int = 0
     fragment_rows: list[int] = field(default_factory=list)  # rows of every fragment, in source order
@@ -153,8 +166,14 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
     figures.more_columns = len(names) - len(drawn)
     target = max(1000, min(SAMPLE_ROWS, SAMPLE_CELLS // max(1, len(drawn))))
     chosen = _spread_fragments(figures.fragment_rows, row_bytes)
-    starts = np.concatenate([[0], np.cumsum(figures.fragment_rows)]).astype(np.int64)
-    chosen_rows = sum(figures.fragment_rows[i] for i in chosen)
+    pieces = figures.fragment_rows
+    if len(chosen) < len(fragments) and report.format in _CUT_FINER:
+        fragments = list(_finer_source(report, row_bytes * sum(pieces)).fragments)
+        pieces = [int(fragment.num_rows) for fragment in fragments]
+        chosen, figures.cut_finer = _spread_fragments(pieces, row_bytes), True
+        figures.fragment_count = len(fragments)
+    starts = np.concatenate([[0], np.cumsum(pieces)]).astype(np.int64)
+    chosen_rows = sum(pieces[i] for i in chosen)
     parts: dict[str, list[np.ndarray]] = collections.defaultdict(list)
     positions: list[np.ndarray] = []
     for index in chosen:
@@ -166,7 +185,7 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
         rows = len(next(iter(chunk.values()))) if chunk else 0
         if not rows:
             continue
-        keep = max(1, math.ceil(target * figures.fragment_rows[index] / max(1, chosen_rows)))
+        keep = max(1, math.ceil(target * pieces[index] / max(1, chosen_rows)))
         take = np.unique(np.linspace(0, rows - 1, min(rows, keep)).round().astype(np.int64))
         for name in drawn:
             if name in chunk:
@@ -181,6 +200,21 @@ def _tabular_figures(report: InspectReport, figures: Figures) -> None:
     for name in drawn:
         if parts.get(name):
             figures.columns.append(_column_figure(name, _concat(parts.pop(name)), rows_at, types.get(name, "")))
+
+
+def _finer_source(report: InspectReport, decoded_bytes: float) -> Any:
+    """The source again, cut into pieces of about ``READ_BUDGET / MAX_FRAGMENTS`` decoded bytes each.
+
+    Why: the budget reads only a few of the reader's fragments (5 of the 7
+    of a 112 MiB CSV), and a column sorted by time then shows the fragments
+    between as empty histogram bins. ``MAX_FRAGMENTS`` pieces spread evenly
+    over the whole file read no more bytes and leave no gap wider than a
+    bin. Costs a second scan of the file for the record boundaries (the
+    count cache keeps it for the next run).
+    """
+    piece = READ_BUDGET / MAX_FRAGMENTS * report.total_bytes / max(1.0, decoded_bytes)
+    options = {**_SOURCE_OPTIONS.get(report.format, {}), "fragment_bytes": max(_MIN_PIECE_BYTES, int(piece))}
+    return open_source(report.path, report.format, **options)
 
 
 def _spread_fragments(fragment_rows: Sequence[int], row_bytes: float) -> list[int]:
@@ -210,6 +244,8 @@ def _column_figure(name: str, column: np.ndarray, rows_at: np.ndarray, arrow_typ
     figure = ColumnFigure(name, "other", str(values.dtype), rows=len(values), nulls=int(mask.sum()))
     if values.ndim != 1:
         figure.dtype = f"{values.dtype} {list(values.shape[1:])}"
+        if _image_like(values):
+            _image_column(figure, values[~mask], rows_at[~mask])
         return figure
     present, at = values[~mask], rows_at[~mask]
     kind = values.dtype.kind
@@ -291,6 +327,39 @@ def _order(figure: ColumnFigure, values: np.ndarray, at: np.ndarray, text: Any) 
     else:
         figure.order = [_percentiles(part) for part in bins]
     figure.order_labels = (text(float(values.min())), text(float(values.max())))
+
+
+def _image_like(values: np.ndarray) -> bool:
+    """Rows that are pictures: numbers, height x width (at least 8 a side), and 1, 3 or 4 channels or none."""
+    shape = values.shape[1:]
+    channels_ok = len(shape) == 2 or (len(shape) == 3 and shape[2] in (1, 3, 4))
+    return values.dtype.kind in "uif" and channels_ok and min(shape[:2]) >= 8
+
+
+def _image_column(figure: ColumnFigure, images: np.ndarray, rows_at: np.ndarray) -> None:
+    """Thumbnails of rows taken evenly from the sample, and the histogram of their pixel values.
+
+    As an image folder's report shows its images (the same JPEG thumbnails,
+    the same histogram), from at most ``PIXELS`` values of the sample.
+    """
+    figure.kind = "image"
+    if not len(images):
+        return
+    picks = np.unique(np.linspace(0, len(images) - 1, min(ARRAY_THUMBS, len(images))).round().astype(np.int64))
+    shown = images[picks]
+    low, high = float(np.nanmin(shown)), float(np.nanmax(shown))
+    if images.dtype == np.uint8 or (images.dtype.kind == "f" and low >= 0 and high <= 1):
+        low, high = 0.0, 255.0 if images.dtype == np.uint8 else 1.0  # the dtype's own range: 0 stays black
+    for index, row in zip(picks, shown):
+        scaled = (np.nan_to_num(row.astype(np.float64), nan=low) - low) * (255.0 / ((high - low) or 1.0))
+        pixels = np.clip(scaled, 0, 255).round().astype(np.uint8)
+        if pixels.ndim == 3:  # grey (one channel) or RGB (alpha dropped, as decoding to 3 channels does)
+            pixels = pixels[..., 0] if pixels.shape[2] == 1 else pixels[..., :3]
+        figure.thumbs.append(_array_thumb(f"row {int(rows_at[index]):,}", pixels))
+    flat = images.reshape(-1)
+    values = flat[np.linspace(0, len(flat) - 1, min(len(flat), PIXELS)).round().astype(np.int64)]
+    values = values.astype(np.float64)
+    _histogram(figure, values[np.isfinite(values)], _number)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float, float]:
@@ -390,6 +459,7 @@ def _captioned(thumb: Thumb, caption: str, flagged: bool) -> Thumb:
 def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> Thumb:
     """``path`` at most ``side`` pixels a side (aspect kept) as a JPEG data URI, through the bounded decoder."""
     thumb = Thumb(os.path.relpath(path, root))
+    data = None
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_THUMB_FILE_BYTES + 1)
@@ -410,8 +480,22 @@ def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int
         )
         array = decode(data, spec, resolve_decoder("auto"))
     except Exception as exc:  # noqa: BLE001 - an image that does not decode is shown as such
-        thumb.error = f"{type(exc).__name__}: {exc}"[:200]
+        thumb.error = decode_failure(exc, None if data is None else len(data))[:200]
         return thumb
+    return _jpeg(thumb, array)
+
+
+def _array_thumb(name: str, pixels: np.ndarray, side: int = THUMB_SIDE) -> Thumb:
+    """A row's picture (``uint8``, grey or RGB) as a thumbnail at most ``side`` pixels a side, aspect kept."""
+    image = pillow().fromarray(pixels)
+    scale = min(1.0, side / max(image.size))
+    if scale < 1:
+        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))))
+    return _jpeg(Thumb(name), np.asarray(image))
+
+
+def _jpeg(thumb: Thumb, array: np.ndarray) -> Thumb:
+    """``thumb`` with ``array`` (``uint8``, grey or RGB) inlined as a JPEG data URI."""
     out = io.BytesIO()
     pillow().fromarray(array).save(out, format="JPEG", quality=85)
     thumb.uri = "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")

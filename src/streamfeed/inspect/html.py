@@ -2,8 +2,9 @@
 
 What it shows: a header of key figures and every warning; for tables, one
 card per column (a histogram for numbers and dates, the most frequent
-values for the rest, its nulls and NaN, and its median along the row order
-with Spearman's rho), the missing values of every column side by side, the
+values for the rest, thumbnails and the pixel histogram for a column of
+pictures, its nulls and NaN, and its median along the row order with
+Spearman's rho), the missing values of every column side by side, the
 label's distribution, each column's correlation with the row order, and
 the rows per row group (fragment); for image folders, the images per
 class with a few thumbnails of each, and with ``--quality`` the darkest,
@@ -21,13 +22,14 @@ as ``\\xNN``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from typing import Any, Sequence
+from typing import Any
 
 from ..files.atomic import write_atomic
-from .figures import ColumnFigure, Figures, Thumb, compute_figures
+from .figures import ColumnFigure, Figures, compute_figures
+from .html_base import STYLE, count_text, html_table
+from .html_images import image_sections, thumb_figure
 from .report import InspectReport, human_size
 from .svg import (
     BLUE,
@@ -37,7 +39,6 @@ from .svg import (
     RED,
     bar_chart,
     binned,
-    clip,
     histogram_svg,
     missing_svg,
     null_strip,
@@ -46,82 +47,16 @@ from .svg import (
 )
 from .svg import escape as _e  # short: every f-string below escapes its data through it
 
-STYLE = """
-:root{--fg:#1d2330;--muted:#5d6778;--line:#e1e5ec;--bg:#f5f6f8}
-*{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--fg);
-background:var(--bg);margin:0}
-main{max-width:1220px;margin:0 auto;padding:20px 24px 40px}
-h1{font-size:22px;margin:0;overflow-wrap:anywhere}
-h2{font-size:17px;margin:28px 0 10px;padding-bottom:4px;border-bottom:2px solid var(--line)}
-h3{font-size:14px;margin:0 0 2px;overflow-wrap:anywhere}
-.path{color:var(--muted);font-size:12px;overflow-wrap:anywhere}
-.tiles{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0 4px}
-.tile{background:#fff;border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:110px}
-.tile b{display:block;font-size:19px;line-height:1.2}
-.tile span{color:var(--muted);font-size:12px}
-.tile.bad b{color:#b54708}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(370px,1fr));gap:12px}
-.wide{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px}
-.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
-.meta{color:var(--muted);font-size:12px;margin:0 0 4px}
-.badge{display:inline-block;font-size:11px;font-weight:normal;color:#344054;background:#eef1f6;border-radius:4px;
-padding:0 6px;margin-left:6px;vertical-align:1px}
-.badge.label{background:#dcfae6;color:#085d3a}
-.note{color:var(--muted);font-size:12px;margin:4px 0}
-.warn{background:#fff6e0;border-left:4px solid #e8a33d;padding:5px 10px;margin:5px 0;border-radius:4px;
-overflow-wrap:anywhere}
-.warn code{font-weight:bold;margin-right:6px}
-.ok{color:#085d3a}
-.legend{font-size:12px;color:var(--muted)}
-.legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 4px 0 10px;vertical-align:-1px}
-.thumbs{display:flex;flex-wrap:wrap;gap:8px;margin-top:6px}
-figure{margin:0;width:100px;font-size:11px;color:var(--muted);text-align:center}
-figure img,figure .missing{display:block;width:100px;height:100px;object-fit:contain;background:#e4e7ec;
-border-radius:6px;border:1px solid var(--line)}
-figure .missing{display:flex;align-items:center;justify-content:center;color:#b42318;font-size:11px;padding:4px}
-figcaption{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-figure.flagged img,figure.flagged .missing{border:2px solid #d9534f}
-figure.flagged figcaption{color:#b42318;font-weight:600}
-.class-row{display:grid;grid-template-columns:150px 1fr;gap:10px;align-items:start;padding:8px 0;
-border-top:1px solid var(--line)}
-.class-row:first-of-type{border-top:0}
-.class-row h3{margin-top:6px}
-.dups{display:flex;flex-wrap:wrap;gap:14px}
-.dups .thumbs{background:#fbecec;border-radius:8px;padding:6px;margin:0}
-svg{display:block;max-width:100%;height:auto;overflow:visible}
-svg text{font-size:11px;fill:#344054;font-family:inherit}
-svg .axis{fill:var(--muted);font-size:10px}
-table{border-collapse:collapse;margin:8px 0;background:#fff;font-size:13px}
-td,th{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f0f2f5}
-details{margin:6px 0}
-summary{cursor:pointer;color:#344054;font-weight:600}
-"""
+__all__ = ["html_table", "page_warnings", "thumb_figure", "to_html", "write_html"]
 
 
 # ------------------------------------------------------------------------------------------------ text
-def _short(value: Any, width: int = 300) -> str:
-    return clip(value if isinstance(value, str) else json.dumps(value, default=str), width)
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}" + ("" if number == 1 else "es" if noun.endswith("s") else "s")
-
-
 def _float(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-def html_table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None) -> str:
-    """A ``<table>`` of ``rows`` (each cell escaped, long values cut), with ``header`` as its first row."""
-    head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if header else ""
-    body = "".join("<tr>" + "".join(f"<td>{_e(_short(cell))}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table>{head}{body}</table>"
 
 
 # ------------------------------------------------------------------------------------------------ parts
@@ -147,17 +82,44 @@ def _tiles(report: InspectReport, figures: Figures, warnings: int) -> str:
     return '<div class="tiles">' + "".join(out) + "</div>"
 
 
-def _warnings(report: InspectReport) -> str:
-    items = [f'<div class="warn"><code>{_e(w.code)}</code>{_e(w.message)}</div>' for w in report.warnings]
-    items += [
-        f'<div class="warn"><code>quality</code>{_e(w)}</div>' for w in (report.quality or {}).get("warnings", [])
-    ]
+def _row_order_rho(figure: ColumnFigure, report: InspectReport) -> float | None:
+    """The rho a column's card shows: the quality pass's (all rows) when it measured the column, else the sample's."""
+    rho = _float((report.quality or {}).get("row_order", {}).get(figure.name))
+    return figure.rho if rho is None else rho
+
+
+def page_warnings(report: InspectReport, figures: Figures) -> list[tuple[str, str]]:
+    """Every warning the page shows, as (code, message): the summary counts exactly these.
+
+    The report's and the quality pass's, and one for each column its card
+    flags "sorted?" from the sample alone (the quality pass, when it ran,
+    warns about the columns it measured itself).
+    """
+    quality = report.quality or {}
+    items = [(w.code, w.message) for w in report.warnings] + [("quality", w) for w in quality.get("warnings", [])]
+    measured = quality.get("row_order") or {}
+    for figure in figures.columns:
+        rho = _row_order_rho(figure, report)
+        if figure.order and figure.name not in measured and rho is not None and abs(rho) >= ORDER_THRESHOLD:
+            items.append(
+                (
+                    "row_order",
+                    f"column {figure.name!r} follows the row order in the sample (Spearman rho {rho:+.2f}): the "
+                    "data looks sorted; shuffle it (.shuffle(seed=...)) or rewrite it shuffled",
+                )
+            )
+    return items
+
+
+def _warnings(warnings: list[tuple[str, str]]) -> str:
+    items = [f'<div class="warn"><code>{_e(code)}</code>{_e(message)}</div>' for code, message in warnings]
     if not items:
         return '<section id="warnings"><h2>Warnings</h2><p class="ok">No warnings.</p></section>'
     return f'<section id="warnings"><h2>Warnings ({len(items)})</h2>{"".join(items)}</section>'
 
 
-def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None) -> str:
+def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None, read: str = "") -> str:
+    """One column's card; ``read`` is how much of the source the sample read ("5 of 7 row groups"), when not all."""
     quality = (report.quality or {}).get("columns", {}).get(figure.name)
     rows = max(figure.rows, 1)
     if quality:
@@ -183,8 +145,18 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
         + "</p>",
         null_strip(figure.name, null, nan),
     ]
-    if figure.kind in ("numeric", "datetime"):
+    if figure.kind == "image":
+        parts.append(f'<div class="thumbs">{"".join(thumb_figure(t, "array-thumb") for t in figure.thumbs)}</div>')
+        parts.append(f'<p class="meta">pixel values of the sample{" (0–255)" if "uint8" in figure.dtype else ""}</p>')
         parts.append(histogram_svg(figure))
+    elif figure.kind in ("numeric", "datetime"):
+        parts.append(histogram_svg(figure))
+        empty = sum(1 for count in figure.counts[1:-1] if not count)
+        if read and empty:  # a sorted column shows the fragments between those read as empty bins
+            parts.append(
+                f'<p class="note">{_e(count_text(empty, "empty bin"))}: the sample reads {_e(read)}, so an empty '
+                "bin can be rows it did not read</p>"
+            )
         low, high = figure.outside
         if low or high:
             parts.append(f'<p class="note">range cut to the 1st–99th percentile: {low:,} below, {high:,} above</p>')
@@ -195,8 +167,7 @@ def _column_card(figure: ColumnFigure, report: InspectReport, label: str | None)
     else:
         parts.append('<p class="note">values are arrays: no chart</p>')
     if figure.order:
-        rho = _float((report.quality or {}).get("row_order", {}).get(figure.name))
-        rho = figure.rho if rho is None else rho
+        rho = _row_order_rho(figure, report)
         flag = ' <b style="color:#b42318">sorted?</b>' if rho is not None and abs(rho) >= ORDER_THRESHOLD else ""
         what = "mean" if figure.kind in ("discrete", "bool") else "median, 10–90 % band"
         parts.append(f'<p class="meta">row order: {what} · rho {rho or 0:+.2f}{flag}</p>')
@@ -215,11 +186,14 @@ def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
             if figures.total_rows and figures.sample_rows < figures.total_rows
             else f"from all {figures.sample_rows:,} rows"
         )
-        spread = (
-            f", taken evenly from {figures.fragments_read:,} of {figures.fragment_count:,} fragments"
+        noun = "row groups" if report.format == "parquet" else "fragments"
+        pieces = "pieces (the fragments cut finer for the sample)" if figures.cut_finer else noun
+        read = (
+            f"{figures.fragments_read:,} of {figures.fragment_count:,} {pieces}"
             if figures.fragments_read < figures.fragment_count
             else ""
         )
+        spread = f", taken evenly from {read}" if read else ""
         more = f"; {figures.more_columns:,} more columns are listed under All facts" if figures.more_columns else ""
         legend = (
             f'<span class="legend"><i style="background:{BLUE}"></i>present<i style="background:{ORANGE}"></i>null'
@@ -228,7 +202,8 @@ def _tabular_sections(report: InspectReport, figures: Figures) -> list[str]:
         parts.append(
             f'<section id="columns"><h2>Columns</h2><p class="note">Figures {_e(sample + spread + more)}. '
             f"Rates marked “all rows” come from the quality pass. {legend}</p>"
-            f'<div class="grid">{"".join(_column_card(f, report, label) for f in figures.columns)}</div></section>'
+            f'<div class="grid">{"".join(_column_card(f, report, label, read) for f in figures.columns)}</div>'
+            "</section>"
         )
     # missing values of every column, side by side
     if quality.get("columns"):
@@ -300,7 +275,7 @@ def _label_card(quality: dict, figures: Figures) -> str:
         values = [value for _, value in shown] + ([rest] if rest else [])
         return (
             f'<div class="card" id="label"><h3>Label {_e(name)} (imbalance ratio {label["imbalance_ratio"]:.1f})</h3>'
-            f'<p class="meta">{_count(len(counts), "class")}, all rows</p>'
+            f'<p class="meta">{count_text(len(counts), "class")}, all rows</p>'
             + bar_chart("", labels, values, kind="label", width=540, total=sum(counts.values()), name=str(name))
             + "</div>"
         )
@@ -337,125 +312,6 @@ def _fragment_card(report: InspectReport, figures: Figures) -> str:
         f"{bar_chart('', [labels[i] + ' rows' for i in keep], [counts[i] for i in keep], kind='fragments', width=540)}"
         "</div>"
     )
-
-
-def thumb_figure(thumb: Thumb, kind: str, label: str = "") -> str:
-    """A thumbnail as a ``<figure>`` (its image, or a box saying why there is none) with its caption."""
-    caption = thumb.caption or os.path.basename(thumb.path)
-    flag = " (flagged by the quality report)" if thumb.flagged else ""
-    title = _e(
-        thumb.path
-        + (f" — {thumb.caption}" if thumb.caption else "")
-        + flag
-        + (f": {thumb.error}" if thumb.error else "")
-    )
-    data = f' data-class="{_e(label)}"' if label else ""
-    attributes = f'title="{title}"' + (' class="flagged"' if thumb.flagged else "")
-    if thumb.uri is None:
-        return (
-            f'<figure {attributes}><div class="missing {kind}"{data}>{_e(_reason(thumb.error or ""))}</div>'
-            f"<figcaption>{_e(caption)}</figcaption></figure>"
-        )
-    return (
-        f'<figure {attributes}><img class="thumb {kind}"{data} src="{thumb.uri}" alt="{_e(thumb.path)}" '
-        f'width="{thumb.width}" height="{thumb.height}"><figcaption>{_e(caption)}</figcaption></figure>'
-    )
-
-
-def _reason(error: str) -> str:
-    """What a thumbnail's box says instead of the image (the whole error is in its title)."""
-    if "TooLarge" in error or "larger than" in error:
-        return "too large to preview"
-    return "does not decode"
-
-
-def _image_sections(report: InspectReport, figures: Figures) -> list[str]:
-    parts: list[str] = []
-    quality = report.quality or {}
-    images = quality.get("images") or {}
-    counts = figures.class_counts
-    unlabelled = list(counts) == ["(no class)"]
-    if unlabelled:
-        rows = [
-            f'<div class="thumbs">{"".join(thumb_figure(t, "class-thumb", name) for t in thumbs)}</div>'
-            for name, thumbs in figures.classes.items()
-        ]
-        parts.append(
-            f'<section id="classes"><h2>Images</h2><p class="note">No class sub-folders: the folder has no label. '
-            f"{len(figures.classes.get('(no class)', [])):,} of {counts['(no class)']:,} images, taken evenly.</p>"
-            f'<div class="card">{"".join(rows)}</div></section>'
-        )
-    elif counts:
-        total = sum(counts.values())
-        shown = sorted(counts.items(), key=lambda item: -item[1])[:30]
-        chart = bar_chart("", [k for k, _ in shown], [v for _, v in shown], kind="label", width=540, total=total)
-        rows = []
-
-        def shown_of(shown: int, files: int) -> str:
-            return f"<br>{shown} shown, taken evenly" if shown < files else ""
-
-        for name, thumbs in figures.classes.items():
-            grid = "".join(thumb_figure(t, "class-thumb", name) for t in thumbs) or '<p class="note">no images</p>'
-            rows.append(
-                f'<div class="class-row" data-class="{_e(name)}"><div><h3>{_e(name)}</h3>'
-                f'<p class="meta">{counts.get(name, 0):,} images{shown_of(len(thumbs), counts.get(name, 0))}</p></div>'
-                f'<div class="thumbs">{grid}</div></div>'
-            )
-        more = (
-            f'<p class="note">{figures.more_classes:,} more classes are not shown.</p>' if figures.more_classes else ""
-        )
-        parts.append(
-            f'<section id="classes"><h2>Classes</h2><div class="wide"><div class="card" id="label">'
-            f'<h3>Images per class (the label)</h3><p class="meta">{_count(len(counts), "class")}, {total:,} files</p>'
-            f'{chart}</div></div><h2>Thumbnails per class</h2><div class="card">{"".join(rows)}{more}</div></section>'
-        )
-    quality_parts = []
-    titles = {
-        "darkest": "Darkest (mean brightness, 0–255)",
-        "brightest": "Brightest",
-        "blurriest": "Blurriest (variance of the Laplacian: low = blurry)",
-    }
-    for key, thumbs in figures.extremes.items():
-        if thumbs:
-            quality_parts.append(
-                f'<div class="card" id="{key}"><h3>{titles[key]}</h3><div class="thumbs">'
-                f"{''.join(thumb_figure(t, key) for t in thumbs)}</div></div>"
-            )
-    if figures.duplicates:
-        groups = "".join(
-            f'<div class="thumbs">{"".join(thumb_figure(t, "duplicate") for t in group)}</div>'
-            for group in figures.duplicates
-        )
-        found = (quality.get("duplicates") or {}).get("estimated", 0)
-        quality_parts.append(
-            f'<div class="card" id="duplicates"><h3>Duplicate files ({found:,} beyond the first of each group)</h3>'
-            f'<div class="dups">{groups}</div></div>'
-        )
-    per_image = images.get("per_image") or []
-    for key, title, text in (
-        ("brightness", "Brightness (mean, 0–255)", lambda v: f"{v:.0f}"),
-        ("blur", "Blur (variance of the Laplacian)", lambda v: f"{v:,.0f}"),
-    ):
-        figure = binned([m.get(key) for m in per_image], 16, text)
-        if figure.counts:
-            figure.name = key
-            quality_parts.append(
-                f'<div class="card"><h3>{title}</h3><p class="meta">{len(per_image):,} images</p>'
-                f"{histogram_svg(figure, width=540)}</div>"
-            )
-    undecodable = images.get("undecodable") or report.details.get("undecodable") or []
-    if undecodable:
-        quality_parts.append(
-            '<div class="card"><h3>Undecodable files</h3>'
-            + html_table(
-                [(os.path.relpath(u["path"], report.path), u["error"]) for u in undecodable[:20]], ["file", "error"]
-            )
-            + "</div>"
-        )
-    if quality_parts:
-        parts.append(f'<section id="image-quality"><h2>Image quality</h2><div class="wide">{"".join(quality_parts)}'
-                     "</div></section>")  # fmt: skip
-    return parts
 
 
 def _size_section(report: InspectReport) -> str:
@@ -523,18 +379,18 @@ def _facts(report: InspectReport) -> str:
 def to_html(report: InspectReport, figures: Figures | None = None) -> str:
     """The whole page as a string; ``figures`` are computed from the data (a bounded sample) when not given."""
     figures = compute_figures(report) if figures is None else figures
-    warnings = len(report.warnings) + len((report.quality or {}).get("warnings", []))
+    warnings = page_warnings(report, figures)
     name = os.path.basename(report.path.rstrip("/\\")) or report.path
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>streamfeed inspect {_e(report.path)}</title><style>{STYLE}</style></head><body><main>",
         f'<header><h1>{_e(name)}</h1><div class="path">{_e(report.path)}</div>'
-        f"{_tiles(report, figures, warnings)}</header>",
-        _warnings(report),
+        f"{_tiles(report, figures, len(warnings))}</header>",
+        _warnings(warnings),
     ]
     if report.format == "images":
-        parts.extend(_image_sections(report, figures))
+        parts.extend(image_sections(report, figures))
     else:
         parts.extend(_tabular_sections(report, figures))
     parts.append(_size_section(report))

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import require
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, check_size
+from .images import decode_failure
 from .progress import progress
 from .report import QualityReport
 
@@ -65,7 +66,7 @@ def measure_image(path: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> 
                 digest.update(block)
                 buffer.write(block)
     except OSError as exc:
-        return {"path": path, "error": f"{type(exc).__name__}: {exc}"}
+        return {"path": path, "error": decode_failure(exc)}
     facts: dict[str, Any] = {"path": path, "hash": digest.hexdigest(), "bytes": buffer.tell()}
     try:
         buffer.seek(0)
@@ -80,7 +81,7 @@ def measure_image(path: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> 
                 image = image.reduce(factor)
             gray = _gray(image)
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
-        facts["error"] = f"{type(exc).__name__}: {exc}"
+        facts["error"] = decode_failure(exc, facts["bytes"])
         return facts
     facts["brightness"] = float(gray.mean())
     facts["blur"] = laplacian_variance(gray)

@@ -13,18 +13,42 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import os
+import re
 from typing import Any
 
 import numpy as np
 
 from ..errors import require
 from ..memory import decode_bytes_limit
-from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size, pillow
 from ..sources.images.listing import list_images
 from .progress import progress
 from .report import Column, InspectReport, add_files, warn_rare_classes
 
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+EMPTY_FILE = "empty file (0 bytes)"
+
+
+def decode_failure(exc: BaseException | None, size: int | None = None) -> str:
+    """Why an image file does not open or decode, in a user's words: the one text the CLI and the page show.
+
+    ``size`` is the file's bytes when known: an empty file is "empty file
+    (0 bytes)" whatever the decoder raised for it. The sources' decoder
+    errors are their own message; Pillow's "cannot identify image file
+    <_io.BytesIO object at 0x...>" says what the content is not; any other
+    error is its type and message, an object's repr in it replaced by
+    "the file" (it names a buffer's address, nothing a user can act on).
+    """
+    if size == 0:
+        return EMPTY_FILE
+    if exc is None:
+        return "does not decode"
+    if isinstance(exc, ImageDecodeError):
+        return str(exc)
+    if isinstance(exc, pillow().UnidentifiedImageError):
+        return "not an image in a format Pillow reads: its content was not recognised"
+    return _OBJECT_REPR.sub("the file", f"{type(exc).__name__}: {exc}")
 
 
 def probe_image(path: str, decode: bool, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> dict:
@@ -35,17 +59,15 @@ def probe_image(path: str, decode: bool, max_image_bytes: int = DEFAULT_MAX_IMAG
     Image = require("PIL.Image", "images")
     try:
         if os.path.getsize(path) == 0:
-            return {"error": "empty file (0 bytes)"}
+            return {"error": EMPTY_FILE}
         with Image.open(path) as image:
             facts = {"format": image.format, "mode": image.mode, "width": image.width, "height": image.height}
             if decode:
                 check_size(image, max_image_bytes)
                 image.load()
         return facts
-    except ImageDecodeError as exc:
-        return {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data; all mean "does not decode"
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": decode_failure(exc)}
 
 
 def image_folder(path: str | os.PathLike) -> tuple[str, bool, Any]:

@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 from ..files.atomic import write_atomic
 from .figures import THUMB_SIDE, Thumb, thumbnail
-from .html import STYLE, html_table, thumb_figure
+from .html_base import STYLE, html_table
+from .html_images import thumb_figure
 from .svg import escape as _e
 
 MAX_THUMBNAILS = 200  # pictures on the page (each ~3 KiB of base64 JPEG); the table lists every suspect
