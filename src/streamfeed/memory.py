@@ -144,7 +144,10 @@ def smaller_fragments_fix(setting: str | None) -> str:
     The command line takes ``fragment_bytes`` as ``--fragment-bytes``.
     """
     if setting is None:
-        return "rewrite the data with smaller row groups (streamfeed convert writes row groups sized for streaming)"
+        return (
+            "rewrite the data once with smaller row groups (streamfeed convert, given a memory limit that holds "
+            "these, writes row groups sized for streaming)"
+        )
     flag = " (--fragment-bytes on the command line)" if setting == "fragment_bytes" else ""
     return f"read smaller fragments with {setting}={flag}"
 
