@@ -74,7 +74,10 @@ class EpochIterator:
     threads also stop at the epoch's end, when a ``KeyboardInterrupt``
     reaches the consumer, and when the iterator is dropped unclosed (``for
     batch in dataset: break``). Several threads may share one: each gets
-    ``StopIteration`` at the end of the epoch or after ``close()``.
+    ``StopIteration`` at the end of the epoch or after ``close()``, except
+    that an epoch run from its start that served no batch while
+    ``on_error="skip"`` left input out ends in :func:`emptied_by_skipping`'s
+    error instead.
     """
 
     def __init__(
