@@ -173,6 +173,6 @@ def test_data_faults_found_by_streamfeeds_own_transforms_stay_skippable(tmp_path
     pq.write_table(pa.table({"id": [0, 1], "image_bytes": [png.getvalue(), b"not an image"]}), path, row_group_size=1)
     dataset = sf.read_parquet(path, on_error="skip").map(decode_images((4, 4)))
     assert _everything(dataset) == 1  # decode_images is not user code: undecodable bytes are bad data
-    assert [entry.location for entry in dataset.report.entries] == ["row group 1"]
+    assert [entry.location for entry in dataset.report.entries] == ["row group 1, row 0"]  # the row alone (issue 23)
     with pytest.raises(sf.DataError, match="do not decode"):
         _everything(sf.read_parquet(path).map(decode_images((4, 4))))

@@ -24,6 +24,9 @@ path, which would name the machine's layout and mean nothing elsewhere.
 and ``converted_from``; converting such Parquet again carries them on. The
 written labels are checked against the map (a ``map`` that changed them is
 refused rather than written under a map that no longer describes them).
+Each image is decoded once while converting (:func:`checked_images`), so
+that no file cut short is written: it is refused, or under
+``on_error="skip"`` left out and reported, naming the file.
 """
 
 from __future__ import annotations
@@ -160,6 +163,23 @@ def _rows(dataset: "Dataset") -> Iterator[Chunk]:
         yield from epoch
 
 
+def checked_images(dataset: "Dataset") -> "Dataset":
+    """``dataset`` with each image decoded once to check it, if it is an image folder read undecoded.
+
+    The header probe at open cannot see a JPEG cut short; what is written
+    must decode when it is read back (``transforms.images.verify_images``:
+    a bad file is raised, or under ``on_error="skip"`` left out and
+    reported as that file, never copied into a row group where decoding it
+    would cost the whole group).
+    """
+    source = dataset.source
+    if source.info.format != "images" or "image_bytes" not in source.column_names:
+        return dataset
+    from .transforms.images import verify_images
+
+    return dataset.map(verify_images(), name="streamfeed.verify_images")
+
+
 def convert_to_parquet(
     dataset: "Dataset",
     destination: str | Path,
@@ -182,6 +202,8 @@ def convert_to_parquet(
     are stored relative to the folder (see the module's description).
     """
     target = Path(destination)
+    total = dataset.num_rows()  # before the images are checked: counting the rows left would decode them twice
+    dataset = checked_images(dataset)
     meaning = Meaning(dataset.source)
     schema = dataset.source.info.schema  # Arrow-backed sources: their date and time types
     temporal = {f.name: f.type for f in schema if is_temporal(f.type)} if isinstance(schema, pa.Schema) else {}
@@ -197,8 +219,9 @@ def convert_to_parquet(
     ) as publication:
         writer: pq.ParquetWriter | None = None
         name, in_shard = "", 0
+        skipped = dataset.report.skipped_rows
         try:
-            with progress_bar(dataset.num_rows(), "converting", unit="rows", enabled=progress) as advance:
+            with progress_bar(total, "converting", unit="rows", enabled=progress) as advance:
                 for chunk in _rows(dataset.batch(row_group_rows).prefetch(2)):
                     start = 0
                     while start < chunk_len(chunk):
@@ -217,7 +240,8 @@ def convert_to_parquet(
                         in_shard += take
                         start += take
                         summary.rows += take
-                        advance(take)
+                        advance(take + dataset.report.skipped_rows - skipped)  # rows left out pass too
+                        skipped = dataset.report.skipped_rows
         finally:
             if writer is not None:
                 writer.close()
@@ -244,14 +268,16 @@ def convert_to_tfrecord(
     from .writers.tfrecord import write_tfrecord
 
     started = time.perf_counter()
+    dataset = checked_images(dataset)
     files = write_tfrecord(
         dataset, Path(destination) / "part", shard_rows=shard_rows, compression=compression, overwrite=overwrite
     )
+    manifest = Path(destination) / MANIFEST_NAME
     return ConvertSummary(
         destination=str(destination),
         files=files,
-        manifest=str(Path(destination) / MANIFEST_NAME),
-        rows=dataset.num_rows(),
+        manifest=str(manifest),
+        rows=int(json.loads(manifest.read_text(encoding="utf-8"))["rows"]),  # written: no second pass to count
         bytes_written=sum(Path(path).stat().st_size for path in files),
         seconds=time.perf_counter() - started,
         skipped=dataset.report.to_dict(),

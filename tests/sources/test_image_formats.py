@@ -124,13 +124,13 @@ def test_decode_images_transform_refuses_a_foreign_format(tmp_path, fmt):
     with pytest.raises(sf.DataError) as excinfo:
         op(chunk)
     assert "/x/b" in str(excinfo.value) and f"the {fmt} format" in str(excinfo.value)
-    # In a pipeline under on_error="skip" the fragment holding it is left out and reported.
+    # In a pipeline under on_error="skip" its row is left out and reported (issue 23: the row, not the fragment).
     path = tmp_path / "encoded.parquet"
     pq.write_table(pa.table({"image_bytes": [good_png(), encoded(fmt)]}), path, row_group_size=1)
     ds = sf.read_parquet(path, on_error="skip").map(decode_images((8, 8)))
     assert_colour(rows(ds), exact=True)
     (entry,) = ds.report.entries
-    assert entry.location == "row group 1" and f"the {fmt} format" in entry.reason
+    assert entry.location == "row group 1, row 0" and f"the {fmt} format" in entry.reason
 
 
 @pytest.mark.parametrize(("fmt", "suffix", "options", "exact"), DOCUMENTED)

@@ -99,8 +99,9 @@ class Dataset(Settings):
         """
         op = row_preserving(fn, str(name or getattr(fn, "__name__", "map")))
         op.identity = op_identity(fn, name, version)  # type: ignore[attr-defined]
-        if self.batch_size is None:
-            return self._with(row_ops=self.row_ops + (op,))
+        if self.batch_size is None:  # an op leaving bad rows out (decode_images, skipping) has its rows counted
+            drops = getattr(op, "leaves_out_rows", False) and self.on_error == "skip"
+            return self._with(row_ops=self.row_ops + (op,), filtered=self.filtered or drops)
         return self._with(batch_ops=self.batch_ops + (op,))
 
     def filter(

@@ -9,11 +9,13 @@ nothing of the builder.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from ..core import Chunk, Position
+from ..errors import BadInputReport, ErrorBudgetExceeded, describe
 from ..memory import Layout
 from ..runtime.autotune import Settings as TunedSettings
 from ..runtime.autotune import TuningReport
@@ -34,6 +36,35 @@ def _metrics_follow(timing: "StageMetrics", layout: Layout, limit: int) -> Calla
     return follow
 
 
+_REASONS = 3  # the first entries an emptied epoch's error quotes (the report holds them all)
+
+
+def emptied_by_skipping(epoch: int, report: BadInputReport) -> ErrorBudgetExceeded:
+    """The error for an epoch that served no batch because ``on_error="skip"`` left its input out.
+
+    An empty epoch would let ``fit`` "train" on nothing without a word;
+    leaving some bad input out is what ``skip`` is for, leaving all of it
+    out is not (the implicit budget: less than everything).
+    """
+    first = []
+    for entry in report.entries[:_REASONS]:
+        said = re.search(r"Found: (.*?)\.(?: Fix:|$)", entry.reason)
+        first.append(f"{entry.path} ({entry.location}): {(said.group(1) if said else entry.reason)[:300]}")
+    total = "" if report.total_rows is None else f" of {report.total_rows:,}"
+    return ErrorBudgetExceeded(
+        describe(
+            f"Epoch {epoch} served no batch: on_error='skip' left its bad input out and no row was left to serve",
+            expected="rows left once the bad input is skipped",
+            found=(
+                f"{report.skipped_units:,} unit(s), {report.skipped_rows:,} row(s) skipped{total}; "
+                f"first: {'; '.join(first)}"
+            ),
+            fix="inspect the files named in the report (dataset.report, or report_path=...) and repair or replace "
+            "them; if a filter or last_batch='drop' removed the rest, check those too",
+        )
+    )
+
+
 class EpochIterator:
     """The running form of one epoch: yields batches (dicts of arrays).
 
@@ -43,7 +74,10 @@ class EpochIterator:
     threads also stop at the epoch's end, when a ``KeyboardInterrupt``
     reaches the consumer, and when the iterator is dropped unclosed (``for
     batch in dataset: break``). Several threads may share one: each gets
-    ``StopIteration`` at the end of the epoch or after ``close()``.
+    ``StopIteration`` at the end of the epoch or after ``close()``, except
+    that an epoch run from its start that served no batch while
+    ``on_error="skip"`` left input out ends in :func:`emptied_by_skipping`'s
+    error instead.
     """
 
     def __init__(
@@ -85,6 +119,9 @@ class EpochIterator:
             tuner=tuner,
         )
         self._finalizer = weakref.finalize(self, self._background.close)
+        # An epoch run from its start that serves nothing while input was skipped is an error (see __next__).
+        self._served, self._closed = 0, False
+        self._from_start = start == 0 if isinstance(start, int) else (start.unit, start.offset) == (0, 0)
 
     def __iter__(self) -> Iterator[Chunk]:
         return self
@@ -95,6 +132,11 @@ class EpochIterator:
         except KeyboardInterrupt:  # Ctrl-C in a bare for loop: nothing else would close it
             self.close()
             raise
+        except StopIteration:
+            if not self._served and self._from_start and not self._closed and self.resolution.dataset.report.entries:
+                raise emptied_by_skipping(self.epoch, self.resolution.dataset.report) from None
+            raise
+        self._served += 1
         return batch
 
     @property
@@ -155,6 +197,7 @@ class EpochIterator:
 
     def close(self) -> None:
         """Stops the epoch's threads and waits for them; safe to call more than once."""
+        self._closed = True  # an epoch stopped early did not end empty
         self._finalizer()
 
     def __enter__(self) -> "EpochIterator":

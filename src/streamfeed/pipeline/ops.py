@@ -13,9 +13,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core import Chunk, chunk_len
-from ..errors import ArgumentError, CorruptFileError, DataError, UserFunctionError, describe
+from ..errors import ArgumentError, CorruptFileError, DataError, ErrorBudgetExceeded, UserFunctionError, describe
 from ..runtime.batch import PAD_MASK
 from ..runtime.reader import op_place
+from ..runtime.rows import rows_left_out
 from ..runtime.spec import Op
 
 
@@ -26,14 +27,15 @@ def call_user(fn: Callable[[Chunk], Any], chunk: Chunk, kind: str, name: str, *,
     :class:`UserFunctionError`, which ``on_error="skip"`` never skips.
     streamfeed's own transforms (``decode_images``) are not user code: the
     data faults they find (undecodable bytes, an image bomb) stay data
-    faults, under the error policy like a fragment that cannot be read.
+    faults, under the error policy like a fragment that cannot be read, and
+    so does the error budget their skipped rows exceed.
     """
     try:
         out = fn(chunk)
         return np.asarray(out, dtype=bool) if mask else out
     except Exception as exc:
         ours = str(getattr(fn, "__module__", "")).startswith("streamfeed.")
-        if ours and isinstance(exc, (CorruptFileError, DataError)):
+        if ours and isinstance(exc, (CorruptFileError, DataError, ErrorBudgetExceeded)):
             raise
         raise UserFunctionError(
             describe(
@@ -72,11 +74,17 @@ def op_identity(fn: Callable[..., Any], name: str | None, version: str | None) -
 
 
 def row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk], Chunk]:
-    """``fn`` as an op that must return a dict of columns with as many rows as it was given."""
+    """``fn`` as an op that must return a dict of columns with as many rows as it was given.
+
+    Less the rows it left out as bad input (``runtime/rows.py``: only
+    streamfeed's own transforms do, under ``on_error="skip"``), each of them
+    reported.
+    """
 
     def op(chunk: Chunk) -> Chunk:
-        rows = chunk_len(chunk)
+        left_out = rows_left_out()
         out = call_user(fn, chunk, "map function", name)
+        rows = chunk_len(chunk) - (rows_left_out() - left_out)
         if not isinstance(out, dict):
             found = f"a {type(out).__name__}"
         else:
@@ -97,6 +105,8 @@ def row_preserving(fn: Callable[[Chunk], Chunk], name: str) -> Callable[[Chunk],
     op.__name__ = name
     if hasattr(fn, "new_columns"):  # declared; otherwise what it returns is known only by running it
         op.new_columns = tuple(fn.new_columns)  # type: ignore[attr-defined]
+    if getattr(fn, "leaves_out_rows", False):  # under on_error="skip": its rows are counted, as a filter's
+        op.leaves_out_rows = True  # type: ignore[attr-defined]
     return op
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, T
 from ..core import Chunk, Fragment, chunk_len
 from ..errors import BadInputReport, CorruptFileError, DataError
 from ..memory import decoding_within
+from .rows import fragment_rows
 
 if TYPE_CHECKING:
     from .autotune import Autotuner
@@ -43,19 +44,23 @@ def read_fragment(
     report (with its row count) and ``None`` is returned; under ``"raise"``
     the error propagates, naming the fragment. A user function's failure
     reaches here as a :class:`~streamfeed.errors.UserFunctionError`, which
-    is not a data fault: it always propagates. With ``metrics``, the read
+    is not a data fault: it always propagates. A transform of streamfeed's
+    own may leave single bad rows out instead (``runtime/rows.py``): those
+    are reported already, and a later rejection of the fragment counts only
+    the rest of its rows. With ``metrics``, the read
     (wall and CPU time, rows, bytes) is recorded; the ops are timed by
     their wrappers (:meth:`StageMetrics.timed_op`). ``decode_bytes`` bounds
     what one item may decode to, in the read and the ops
     (:func:`~streamfeed.memory.decoding_within`).
     """
-    try:
-        with decoding_within(decode_bytes):
-            chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
-            return apply_ops(chunk, row_ops, f"{fragment.path}, {fragment.location}")
-    except (CorruptFileError, DataError) as exc:
-        report.reject(exc, path=fragment.path, location=fragment.location, rows=fragment.num_rows)
-        return None
+    with fragment_rows(report, fragment.path, fragment.location) as rows:
+        try:
+            with decoding_within(decode_bytes):
+                chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
+                return apply_ops(chunk, row_ops, f"{fragment.path}, {fragment.location}")
+        except (CorruptFileError, DataError) as exc:  # rows an op left out one by one are reported already
+            report.reject(exc, path=fragment.path, location=fragment.location, rows=fragment.num_rows - rows.left_out)
+            return None
 
 
 _PLACE: contextvars.ContextVar[str] = contextvars.ContextVar("streamfeed_op_place", default="")
