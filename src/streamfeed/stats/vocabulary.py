@@ -1,9 +1,10 @@
 """Vocabularies with counts: exact up to a cap, a frequent-items sketch beyond.
 
-Values are counted per chunk with ``np.unique(..., return_counts=True)``
-(vectorised; one Python operation per *distinct* value, not per row) and
-merged into a dict. While a column has at most ``max_vocabulary`` distinct
-values the counts are exact. Past the cap the counts move into an Apache
+Values are counted per chunk (``np.unique(..., return_counts=True)`` for
+NumPy values, a hash count of Python objects; one Python operation per
+*distinct* value past the count, not per row) and merged into a dict.
+While a column has at most ``max_vocabulary`` distinct values the counts
+are exact. Past the cap the counts move into an Apache
 DataSketches ``frequent_strings_sketch`` sized to track the cap's worth of
 items (its estimates are within ``total/maxMapSize*0.75`` of the truth),
 and the distinct count into an ``hll_sketch``. Sketch keys are strings, so
@@ -15,6 +16,7 @@ out: an int vocabulary stays ints, a vocabulary of Python dates stays dates
 from __future__ import annotations
 
 import base64
+import collections
 import datetime as dt
 import math
 from typing import Any
@@ -86,19 +88,23 @@ def decode(text: Any, kind: str) -> Any:
 
 
 def count_values(values: np.ndarray) -> tuple[list, list[int]]:
-    """Distinct values (as Python objects) and their counts, vectorised."""
+    """Distinct values (as Python objects) and their counts, in sorted order where the values sort.
+
+    Python objects (strings from CSV and Parquet) are counted by hash and
+    only the distinct values sorted: ``np.unique`` sorts every value by
+    Python comparison, 0.19 s against 0.02 s for 250 000 strings of 1 000
+    values, and it was 56 % of a CSV statistics pass (issue 28).
+    """
     if values.size == 0:
         return [], []
     if values.dtype.kind == "O":
+        found = collections.Counter(values.tolist())
         try:
-            uniques, counts = np.unique(values, return_counts=True)
-        except TypeError:  # mixed types: fall back to counting by Python hash
-            import collections
-
-            found = collections.Counter(values.tolist())
-            return list(found), list(found.values())
-    else:
-        uniques, counts = np.unique(values, return_counts=True)
+            items = sorted(found.items())
+        except TypeError:  # mixed types do not sort: the order they came in
+            items = list(found.items())
+        return [value for value, _ in items], [count for _, count in items]
+    uniques, counts = np.unique(values, return_counts=True)
     return uniques.tolist(), counts.tolist()
 
 
