@@ -146,6 +146,11 @@ print(json.dumps(failed))
 """
 
 
+def _pythonpath() -> str:
+    """This checkout's package first (the one under test), then whatever the caller's PYTHONPATH held."""
+    return os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+
+
 def _prepare(block: dict, cwd: Path) -> None:
     """The block as ``snippet.py`` in ``cwd``, beside the files it reads."""
     cwd.mkdir()
@@ -174,7 +179,7 @@ def test_python_blocks_run_verbatim(backend, tmp_path):
     for block in runnable:
         _prepare(block, tmp_path / f"line{block['line']}")
         plan.append([str(tmp_path / f"line{block['line']}"), block["line"]])
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), *sys.path]))
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=_pythonpath())
     proc = subprocess.run(
         [sys.executable, "-c", _DRIVER, json.dumps(plan)], env=env, capture_output=True, text=True, timeout=900
     )
@@ -216,7 +221,7 @@ def test_every_shell_command_is_what_ci_runs_or_runs_here(tmp_path):
                         named = set(spec[2:-1].split(","))
                         assert named <= extras, (command, named - extras)
                 elif words[:2] == ["streamfeed", "demo"]:
-                    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+                    env = dict(os.environ, PYTHONPATH=_pythonpath())
                     args = [_script(), *words[1:], *DEMO_SMALL, "--data-dir", str(tmp_path)]
                     proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
                     assert proc.returncode == 0, (command, proc.stderr[-3000:])
