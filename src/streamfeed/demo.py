@@ -2,6 +2,10 @@
 
 The data is written in bounded pieces, so ``--rows`` can be far larger
 than memory; it is cached by size under ``~/.cache/streamfeed/demo``.
+``run_bound`` (``streamfeed demo --bound``) shows the memory bound instead:
+a dataset several times the memory limit streamed through the shuffled
+pipeline, without a model (Keras's own memory is not the pipeline's), with
+the process's RSS printed against the limit.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -18,6 +23,15 @@ logger = logging.getLogger("streamfeed")
 
 ROWS_PER_FILE = 1_048_576
 ROW_GROUP_ROWS = 65_536
+DEFAULT_ROWS = 2_000_000
+BOUND_MEMORY_LIMIT = 64 * 2**20  # --bound's default limit: its dataset (8x) is then written and read in about a minute
+BOUND_MULTIPLE = 8  # --bound's dataset, on disk, in memory limits
+
+Say = Callable[[str], None]
+
+
+def say_nothing(text: str) -> None:
+    """A ``say`` that says nothing (``--quiet``)."""
 
 
 def default_cache_dir() -> Path:
@@ -46,6 +60,11 @@ def estimated_bytes(rows: int, features: int) -> int:
     1.36x (8 features) to 1.45x (32) the raw bytes of ``id``, features and label.
     """
     return int(rows * (8 + 4 * features + 4) * 1.45)
+
+
+def bound_rows(memory_limit: int, features: int) -> int:
+    """Rows of ``--bound``'s dataset: :data:`BOUND_MULTIPLE` times ``memory_limit`` on disk."""
+    return -(-BOUND_MULTIPLE * memory_limit // estimated_bytes(1, features))
 
 
 def generate(directory: Path, rows: int, features: int, seed: int = 0, progress: bool | None = None) -> Path:
@@ -128,8 +147,13 @@ def run(
     data_dir: Path | None,
     memory_limit: int | None,
     verbose: int = 1,
+    say: Say = say_nothing,
 ) -> DemoResult:
-    """Generates (or reuses) the data and trains for ``epochs`` epochs."""
+    """Generates (or reuses) the data and trains for ``epochs`` epochs.
+
+    ``say`` is told each step as it starts (counted, first batch): a cached
+    run otherwise shows nothing until Keras's first progress line.
+    """
     import keras
 
     import streamfeed as sf
@@ -142,9 +166,11 @@ def run(
     model = build_model(features)
     train = dataset.to_keras(label="y", model=model)
     logger.info("%d rows, %d batches per epoch, layout %s", dataset.num_rows(), len(train), dataset.layout())
+    say(_counted(dataset, len(train), batch_size))
+    say(f"training {epochs} epoch(s) on {keras.backend.backend()}: reading the first batch")
     started = time.perf_counter()
     with train:
-        history = model.fit(train, epochs=epochs, verbose=verbose)
+        history = model.fit(train, epochs=epochs, verbose=verbose, callbacks=[_FirstBatch(say, started)])
     seconds = time.perf_counter() - started
     return DemoResult(
         backend=keras.backend.backend(),
@@ -160,6 +186,28 @@ def run(
     )
 
 
+def _counted(dataset, batches: int, batch_size: int) -> str:
+    files = len(dataset.source.files)
+    return f"counted {dataset.num_rows():,} rows in {files} file(s): {batches:,} batches per epoch of {batch_size:,}"
+
+
+def _FirstBatch(say: Say, started: float):
+    """A Keras callback saying when the first batch has been trained (Keras's own line comes at the epoch's end)."""
+    import keras
+
+    class FirstBatch(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.told = False
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            if not self.told:
+                self.told = True
+                say(f"first batch trained after {time.perf_counter() - started:,.1f} s")
+
+    return FirstBatch()
+
+
 def summary(result: DemoResult) -> str:
     mib = 2**20
     return "\n".join(
@@ -173,5 +221,147 @@ def summary(result: DemoResult) -> str:
             f"(pipeline buffers estimated {result.estimated_pipeline_bytes / mib:,.0f} MiB)",
             f"  waiting for data      {result.input_wait_share:.1%} of training time",
             f"  final loss            {result.final_loss:.4f}",
+        ]
+    )
+
+
+@dataclass
+class BoundResult:
+    rows: int
+    epochs: int
+    rows_read: int
+    bytes_on_disk: int
+    memory_limit_bytes: int
+    window: int
+    estimated_pipeline_bytes: int
+    rss_before_bytes: int
+    peak_rss_bytes: int
+    peak_measured_by: str
+    seconds: float
+
+
+def run_bound(
+    *,
+    rows: int,
+    features: int,
+    epochs: int,
+    batch_size: int,
+    data_dir: Path | None,
+    memory_limit: int,
+    say: Say = say_nothing,
+) -> BoundResult:
+    """Streams ``epochs`` shuffled epochs of the (generated or reused) data within ``memory_limit``, measuring RSS.
+
+    No model: Keras and its backend hold hundreds of MiB of their own, which
+    no data pipeline bounds. The shuffle window is the largest that fits the
+    limit (a window too large for it is refused, never shrunk silently).
+    """
+    import streamfeed as sf
+    from streamfeed.memory import rss_bytes
+
+    directory = generate(data_directory(data_dir), rows, features)
+    size = sum(path.stat().st_size for path in directory.glob("*.parquet"))
+    dataset = _within(
+        sf.read_parquet(directory, columns=[f"f{i}" for i in range(features)] + ["y"]), batch_size, memory_limit
+    )
+    layout = dataset.layout()
+    say(_counted(dataset, dataset.num_batches(), batch_size))
+    say(f"reading {epochs} shuffled epoch(s) (window {layout.window} fragment(s)), no model: reading the first batch")
+    before = rss_bytes()
+    measured_by = "the kernel's high-water mark (VmHWM)" if _reset_high_water() else "RSS after every batch"
+    peak, read = before, 0
+    started = time.perf_counter()
+    for epoch in range(epochs):
+        with dataset.iter_epoch(epoch) as batches:
+            for batch in batches:
+                if not read:
+                    say(f"first batch read after {time.perf_counter() - started:,.1f} s")
+                read += len(batch["y"])
+                peak = max(peak, rss_bytes())
+    seconds = time.perf_counter() - started
+    return BoundResult(
+        rows=dataset.num_rows(),
+        epochs=epochs,
+        rows_read=read,
+        bytes_on_disk=size,
+        memory_limit_bytes=memory_limit,
+        window=layout.window,
+        estimated_pipeline_bytes=layout.estimated_bytes,
+        rss_before_bytes=before,
+        peak_rss_bytes=max(peak, _high_water() or 0),
+        peak_measured_by=measured_by,
+        seconds=seconds,
+    )
+
+
+def _within(dataset, batch_size: int, memory_limit: int):
+    """The dataset shuffled with the largest window (at most the data's default) whose buffers fit ``memory_limit``."""
+    from streamfeed.errors import MemoryLimitError
+
+    unlimited = dataset.shuffle(seed=0).batch(batch_size).with_options(memory_limit=2**40)
+    for window in range(unlimited.layout().window, 1, -1):
+        candidate = dataset.shuffle(seed=0, window=window).batch(batch_size).with_options(memory_limit=memory_limit)
+        try:
+            candidate.layout()
+        except MemoryLimitError:
+            continue
+        return candidate
+    # window 1, or the library's own refusal naming the limit that would fit
+    candidate = dataset.shuffle(seed=0, window=1).batch(batch_size).with_options(memory_limit=memory_limit)
+    candidate.layout()
+    return candidate
+
+
+def _reset_high_water() -> bool:
+    """Resets this process's peak RSS to its current RSS (Linux, ``/proc/self/clear_refs``), so that writing the
+    data does not count; False where that is not possible (the peak is then sampled after every batch)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return _high_water() is not None
+
+
+def _high_water() -> int | None:
+    """This process's peak RSS since the last reset (``VmHWM``), or None where ``/proc`` does not say."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def bound_summary(result: BoundResult) -> str:
+    """The bound in figures: the limit, RSS before and at its peak, and the data against the peak.
+
+    RSS grows while reading by the pipeline's buffers (at most the limit)
+    plus what the limit does not cover: the allocator's retained pages and
+    the code the first read loads (``docs/performance.md``). Measured at
+    the 64 MiB default: 114 MiB more (60 MiB estimated) for 77 MiB and for
+    512 MiB of data, over 1 and over 3 epochs.
+    """
+    mib = 2**20
+    limit = result.memory_limit_bytes
+    grown = result.peak_rss_bytes - result.rss_before_bytes
+    epochs = f"{result.epochs} epoch" + ("s" if result.epochs != 1 else "")
+    return "\n".join(
+        [
+            "streamfeed demo --bound summary",
+            f"  dataset               {result.rows:,} rows, {result.bytes_on_disk / mib:,.0f} MiB on disk "
+            f"({result.bytes_on_disk / limit:,.1f}x the memory limit)",
+            f"  memory limit          {limit / mib:,.0f} MiB (pipeline buffers estimated "
+            f"{result.estimated_pipeline_bytes / mib:,.0f} MiB, shuffle window {result.window} fragment(s))",
+            f"  read                  {result.rows_read:,} rows in {epochs} in {result.seconds:,.1f} s "
+            f"= {result.rows_read / max(result.seconds, 1e-9):,.0f} rows/s, shuffled, no model",
+            f"  RSS before reading    {result.rss_before_bytes / mib:,.0f} MiB (the interpreter, NumPy, pyarrow)",
+            f"  peak RSS              {result.peak_rss_bytes / mib:,.0f} MiB, {grown / mib:,.0f} MiB more than before "
+            f"reading: the buffers (within the limit) and what the limit does not cover",
+            "                        (the allocator's retained pages, the code the first read loads; "
+            f"by {result.peak_measured_by})",
+            f"  data / peak RSS       {result.bytes_on_disk / max(result.peak_rss_bytes, 1):,.1f}x: "
+            "the process never held the data, and its RSS does not grow with it",
         ]
     )
