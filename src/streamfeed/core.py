@@ -82,6 +82,20 @@ class SourceInfo:
         return [name for name, _ in sorted(self.label_map.items(), key=lambda item: item[1])]
 
 
+class AlikeRows:
+    """For a source whose every fragment's rows are alike: each fragment is sized by ``row_bytes``.
+
+    The one definition of :meth:`Source.fragment_row_bytes` for the
+    sources without per-fragment widths (all but Parquet and the wrappers).
+    """
+
+    row_bytes: Any  # the source's own property
+
+    def fragment_row_bytes(self, fragment: "Fragment") -> float:
+        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
+        return float(self.row_bytes)
+
+
 @runtime_checkable
 class Source(Protocol):
     """Something that can be split into fragments with known row counts.

@@ -39,6 +39,17 @@ def _metrics_follow(timing: "StageMetrics", layout: Layout, limit: int) -> Calla
 _REASONS = 3  # the first entries an emptied epoch's error quotes (the report holds them all)
 
 
+def skipped_everything(report: BadInputReport) -> bool:
+    """Whether ``on_error="skip"`` left out every row of the input (not a filter, nor ``last_batch="drop"``).
+
+    An epoch emptied by a filter with one bad file among 240 good ones is
+    the filter's doing: it ends empty, as any filter matching nothing does.
+    """
+    if not report.entries:
+        return False
+    return report.total_rows is None or report.skipped_rows >= report.total_rows
+
+
 def emptied_by_skipping(epoch: int, report: BadInputReport) -> ErrorBudgetExceeded:
     """The error for an epoch that served no batch because ``on_error="skip"`` left its input out.
 
@@ -59,8 +70,7 @@ def emptied_by_skipping(epoch: int, report: BadInputReport) -> ErrorBudgetExceed
                 f"{report.skipped_units:,} unit(s), {report.skipped_rows:,} row(s) skipped{total}; "
                 f"first: {'; '.join(first)}"
             ),
-            fix="inspect the files named in the report (dataset.report, or report_path=...) and repair or replace "
-            "them; if a filter or last_batch='drop' removed the rest, check those too",
+            fix="inspect the files named in the report (dataset.report, or report_path=...) and repair or replace them",
         )
     )
 
@@ -133,8 +143,9 @@ class EpochIterator:
             self.close()
             raise
         except StopIteration:
-            if not self._served and self._from_start and not self._closed and self.resolution.dataset.report.entries:
-                raise emptied_by_skipping(self.epoch, self.resolution.dataset.report) from None
+            report = self.resolution.dataset.report
+            if not self._served and self._from_start and not self._closed and skipped_everything(report):
+                raise emptied_by_skipping(self.epoch, report) from None
             raise
         self._served += 1
         return batch

@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence, Union, cast
 
 import numpy as np
 
-from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
+from ..core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_settings
 from ..errors import (
     ArgumentError,
     BadInputReport,
@@ -422,7 +422,7 @@ def _as_list(specs: Specs) -> list[str]:
     return [os.fspath(spec) for spec in specs]
 
 
-class NumpySource:
+class NumpySource(AlikeRows):
     """Opens groups of ``.npy``/``.npz`` arrays: headers, lengths, row-range fragments."""
 
     settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
@@ -554,10 +554,6 @@ class NumpySource:
         if not self._layout:
             return 64.0
         return float(max(8, sum(d.itemsize * int(np.prod(s, dtype=np.int64)) for d, s in self._layout.values())))
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
+from ..core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_settings
 from ..errors import ArgumentError, DataError, SchemaError, StorageError, describe, require
 from ..files.arrow import ROW_SHAPE_METADATA, ColumnPolicy, Where, table_to_chunk
 
@@ -130,7 +130,7 @@ def _tensors_as_lists(table: pa.Table, where: str) -> pa.Table:
     return table
 
 
-class RaySource:
+class RaySource(AlikeRows):
     """The blocks of one materialized Ray dataset (see the module docstring).
 
     The source keeps the materialized dataset, so its blocks stay pinned in
@@ -232,10 +232,6 @@ class RaySource:
     @property
     def row_bytes(self) -> float:
         return self._row_bytes
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

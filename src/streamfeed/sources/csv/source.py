@@ -47,7 +47,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ...core import Fragment, SourceInfo, fragmenting_digest, records_settings
+from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, SchemaError, describe
 from ...files import inflate as _inflate
 from ...files.arrow import DEFAULT_POLICY, ColumnPolicy
@@ -99,7 +99,7 @@ logger = logging.getLogger("streamfeed")
 
 
 # ------------------------------------------------------------------ source
-class CsvSource:
+class CsvSource(AlikeRows):
     """Opens CSV input: header, delimiter, exact counts and byte-range fragments."""
 
     settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
@@ -464,10 +464,6 @@ class CsvSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
+from ...core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
@@ -112,7 +112,7 @@ def _fragment_rows(columns: Sequence[Column], chunks: Mapping[str, int | None], 
     return max(align, target // align * align)
 
 
-class HDF5Source:
+class HDF5Source(AlikeRows):
     """Opens HDF5 input: checks files, datasets and lengths; splits into row ranges.
 
     ``allow_external=True`` reads datasets stored in other files (external
@@ -314,10 +314,6 @@ class HDF5Source:
             return 64.0
         layouts = {fragment._columns for fragment in self.fragments} or {self._columns}
         return float(max(8, *(sum(c.decoded_row_bytes for c in layout) for layout in layouts)))
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

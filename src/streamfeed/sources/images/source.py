@@ -53,7 +53,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...core import Fragment, SourceInfo, fragmenting_digest, records_settings
+from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.paths import file_digest, file_stats
 from ..labels import class_names, write_label_map
@@ -62,7 +62,7 @@ from .fragment import PROBE_FILES, ImageFragment, corrupt, probe_files
 from .listing import FollowLinks, Labels, Listing, list_images, load_label_map, no_images
 
 
-class ImageSource:
+class ImageSource(AlikeRows):
     """Lists an image folder, assigns labels and splits it into fragments."""
 
     settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
@@ -193,10 +193,6 @@ class ImageSource:
     @property
     def column_names(self) -> list[str]:
         return list(self._columns)
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:

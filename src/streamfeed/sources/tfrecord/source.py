@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow.fs as pafs
 
-from ...core import Fragment, SourceInfo, fragmenting_digest, records_settings
+from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 from . import format as fmt
@@ -51,7 +51,7 @@ DEFAULT_FRAGMENT_BYTES = 16 << 20
 _TFRECORD_NAME = re.compile(r"(\.(tfrecords?|tfrec)(-\d+-of-\d+)?|-\d+-of-\d+)(\.gz|\.gzip|\.zlib)?$", re.IGNORECASE)
 
 
-class TFRecordSource:
+class TFRecordSource(AlikeRows):
     """Opens TFRecord input: framing scans, record-range fragments, the feature spec."""
 
     settings: dict[str, Any]  # every constructor argument but core.NOT_ROW_SETTINGS (records_settings)
@@ -264,10 +264,6 @@ class TFRecordSource:
     @property
     def column_names(self) -> list[str]:
         return [spec.name for spec in self.specs]
-
-    def fragment_row_bytes(self, fragment: Fragment) -> float:
-        """Decoded bytes per row of one fragment: :attr:`row_bytes`, every fragment's rows being alike."""
-        return float(self.row_bytes)
 
     @property
     def info(self) -> SourceInfo:
