@@ -455,11 +455,14 @@ def _read_verdict(
             f"{mb_per_second:,.1f} MB/s (decoded)",
         )
         return f"the disk is the limit at {mb_per_second:,.1f} MB/s", advice, limit
+    bound = f"CPU-bound: {cores_busy:.0%} of {cores} cores busy"
     if storage_share is not None and waited > 1 - IO_BOUND_CPU_RATIO and cores_busy < CORES_BUSY:
         lock = " (h5py serialises every call through one lock)" if source_format == "hdf5" else ""
+        bound = "reads wait on decoding's threads, a lock or a core, not the disk"
         advice.append(
             f"reads spent {waited:.0%} of their time off the CPU, yet the disk served only {storage_share:.0%} of "
-            f"the bytes read (the rest came from the page cache): they waited for a lock or a core{lock}, not the disk"
+            "the bytes read (the rest came from the page cache): they waited for the decoder's own threads, "
+            f"a lock or a core{lock}, not the disk"
         )
     if threads < cores and snap["utilisation"]["read_pool"] > 0.7:
         advice.append(
@@ -481,12 +484,7 @@ def _read_verdict(
         advice.append(f"{source_format} decoding is CPU work: `streamfeed convert` to Parquet once reads much faster")
     if not advice:
         advice.append("project fewer columns (columns=...) or use more cores")
-    return (
-        f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, "
-        f"CPU-bound: {cores_busy:.0%} of {cores} cores busy)",
-        advice,
-        limit,
-    )
+    return f"reading and decoding is the limit ({mb_per_second:,.1f} MB/s, {bound})", advice, limit
 
 
 def _source_format(dataset: Any) -> str | None:
