@@ -3,15 +3,18 @@
 Assertions are on the findings' kinds and on their numbers being measured
 (positive, and consistent with one another), never on how fast anything
 ran. The cache decision on CSV and Parquet rests on ratios measured with
-wide margins: later epochs 4.5-5.3x as fast from the cache for the CSV
-rows here, 1.1-1.4x for the same rows as Parquet, against the doctor's
-threshold of 2.
+wide margins, in repeated rounds: later epochs 3.7-6.2x as fast from the
+cache for the CSV rows here, 1.0-1.5x for the same rows as Parquet (whose
+rows also read back from a copy no more than 2x faster), against the
+doctor's threshold of 2 (``test_doctor_cache.py`` tests that decision).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import statistics
 import time
 
 import numpy as np
@@ -58,44 +61,68 @@ def _assert_pipeline_measured(result: dict) -> None:
 
 
 def _assert_cache_measured(measured: dict) -> None:
-    assert measured["fragments"] >= 1 and measured["rows"] > 0
+    assert measured["fragments"] >= 1 and measured["rows"] > 0 and measured["probe_rounds"] >= 2
     assert measured["source_seconds"] > 0 and measured["cache_read_seconds"] > 0
-    assert measured["read_speedup"] == pytest.approx(measured["source_seconds"] / measured["cache_read_seconds"])
+    assert measured["read_speedup"] == pytest.approx(statistics.median(measured["read_speedups"]))
+    assert measured["read_speedup_low"] <= measured["read_speedup"] <= measured["read_speedup_high"]
     assert measured["source_seconds_per_million_rows"] == pytest.approx(
-        1e6 * measured["source_seconds"] / measured["rows"]
+        1e6 * measured["source_seconds"] / (measured["rows"] * measured["probe_rounds"])
     )
     assert measured["epoch_rows"] > 0 and measured["first_epoch_rows_per_second"] > 0
     assert measured["source_rows_per_second"] > 0 and measured["cache_rows_per_second"] > 0
-    assert measured["epoch_speedup"] == pytest.approx(
-        measured["cache_rows_per_second"] / measured["source_rows_per_second"]
-    )
+    assert measured["epoch_speedup"] == pytest.approx(statistics.median(measured["epoch_speedups"]))
+    assert measured["epoch_speedup_low"] <= measured["epoch_speedup"] <= measured["epoch_speedup_high"]
+    assert measured["epoch_rounds"] == len(measured["epoch_speedups"]) >= 2
 
 
 def test_a_csv_is_decode_bound_and_a_cache_is_suggested_with_its_measured_speedup(tmp_path):
+    """A cache, measured as paying; on a machine too loaded for the rounds to agree, the doubt said, never "no cache".
+
+    Rounds of these CSV rows measured 2.0-15.5x (median 4-10x) on two cores
+    shared with five other test runs: a slowed round can reach below the 2x
+    rule, and the doctor then says that the interval straddles it (issue 23,
+    item 19) rather than deciding either way.
+    """
     path = tmp_path / "train.csv"
     pacsv.write_csv(_table(), path)
-    result = _doctor(path)
+    result = _doctor(path, "--read-threads", str(os.cpu_count() or 1))
     assert result["format"] == "csv" and result["rows"] > 0
-    assert _kinds(result, repair=True) == {"cache"}
-    assert result["repairs"] == 1
     cache = _finding(result, "cache")
     _assert_cache_measured(cache["measured"])
-    assert cache["measured"]["read_speedup"] > 1 and cache["measured"]["epoch_speedup"] > 1
-    assert ".cache()" in cache["action"]
+    assert cache["measured"]["decision"] in ("cache", "uncertain"), cache["summary"]
+    assert cache["measured"]["read_speedup_high"] >= 2 and cache["measured"]["epoch_speedup_high"] >= 2
+    if cache["measured"]["decision"] == "cache":
+        assert cache["repair"] and ".cache()" in cache["action"] and "decode is the limit" in cache["summary"]
+    else:
+        assert not cache["repair"] and "measure longer to decide (--seconds" in cache["summary"]
+    assert _kinds(result, repair=True) == ({"cache"} if cache["repair"] else set()), result["findings"]
+    assert result["repairs"] == int(cache["repair"])
     _assert_pipeline_measured(result)
     quality = _finding(result, "quality")  # the clean data was checked, every row of it
     assert quality["measured"] == {"scanned": ROWS, "of": ROWS}
 
 
 def test_a_parquet_file_needs_no_cache_and_the_text_report_closes_with_nothing_to_repair(tmp_path):
+    """Robust to the machine's load, still able to fail: the two verdicts that measured noise used to flip are fixed.
+
+    The cache's verdict repeats its rounds and, when their range straddles a
+    threshold, says so rather than suggesting a cache (issue 23, item 19): a
+    cache suggested for this Parquet file is a defect, whatever the load.
+    The read threads are given as the core count, so no autotuning moves
+    them under load and "more read threads" has no room: the pipeline
+    finding is then a repair only by a defect too.
+    """
     path = tmp_path / "train.parquet"
     pq.write_table(_table(), path)
-    result = _doctor(path)
+    threads = ("--read-threads", str(os.cpu_count() or 1))
+    result = _doctor(path, *threads)
     assert _kinds(result, repair=True) == set()
     assert _kinds(result, repair=False) == {"pipeline", "cache", "quality"}
-    _assert_cache_measured(_finding(result, "cache")["measured"])
+    cache = _finding(result, "cache")
+    _assert_cache_measured(cache["measured"])
+    assert cache["measured"]["decision"] in ("no cache", "uncertain"), cache["summary"]
     _assert_pipeline_measured(result)
-    proc = streamfeed("doctor", path, "--seconds", SECONDS)
+    proc = streamfeed("doctor", path, "--seconds", SECONDS, *threads)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("streamfeed doctor") and "parquet" in lines[0]

@@ -154,3 +154,19 @@ def test_cli_bench_with_demo_model_renders_a_verdict(parquet_path, capsys):
 def test_cli_bench_model_needs_label(parquet_path, capsys):
     assert main(["bench", str(parquet_path), "--model", "demo", "--quiet"]) == 2
     assert "--label" in capsys.readouterr().err
+
+
+def test_reads_off_the_cpu_are_disk_bound_only_when_the_disk_served_their_bytes():
+    """issue 23, item 4: a file in the page cache is not disk-limited, and only remote storage is network-limited."""
+    from streamfeed.diagnostics import ReadEvidence, read_limit
+
+    def limit(cpu: float, cores_busy: float, storage_share: float | None, remote: bool = False) -> str:
+        return read_limit(ReadEvidence(10.0, cpu, cores_busy, storage_share, remote))
+
+    assert limit(2.0, 0.3, storage_share=0.0) == "decode"  # off the CPU, bytes from the page cache: a lock or a core
+    assert limit(2.0, 0.3, storage_share=0.9) == "disk"  # off the CPU, bytes from the device
+    assert limit(2.0, 0.3, storage_share=None) == "disk"  # no I/O counters (not Linux): the CPU share alone
+    assert limit(2.0, 0.3, storage_share=0.0, remote=True) == "network"
+    assert limit(9.0, 0.5, storage_share=0.9) == "decode"  # on the CPU
+    assert limit(2.0, 0.9, storage_share=0.9) == "decode"  # off the CPU while the process fills the cores
+    assert read_limit(ReadEvidence(0.0, 0.0, 0.0, None, False)) == "decode"  # nothing read: no wait measured

@@ -10,11 +10,12 @@ module of its own:
    pace, the buffers against the memory limit, and the settings the
    autotuner reached (``doctor_pipeline``);
 2. the conversion cache's own measurement (``cache.probe_cache``,
-   what ``cache(mode="auto")`` decides from), repeated on up to three
-   fragments spread over the data: reading the rows from the source against
-   reading the same rows back from a cache part; then whole epochs of the
-   same pipeline over those fragments, from the source and from a cache of
-   them in a temporary directory (``doctor_cache``);
+   what ``cache(mode="auto")`` decides from) on fragments spread over the
+   data: reading the rows from the source against reading the same rows
+   back from a cache part; and whole epochs of the same pipeline over those
+   fragments, from the source and from a cache of them in a temporary
+   directory; both repeated in rounds until their intervals are narrow or
+   decide, within the budget the finding states (``doctor_cache``);
 3. the quality pass of ``inspect --quality`` (nulls, duplicates, row order,
    constant columns, label imbalance; for images blur, exposure,
    undecodable files, size and mode outliers, duplicate files) on as many
@@ -38,12 +39,12 @@ from dataclasses import asdict
 
 from ..errors import ArgumentError, describe
 from ._options import DEFAULT_BATCH_SIZE, add_format, add_memory_limit, add_reading, batched, names, open_dataset
-from .doctor_cache import cache_finding
+from .doctor_cache import CACHE_SHARE, cache_finding
 from .doctor_findings import Finding, render, to_json
 from .doctor_pipeline import tuning_finding
 from .doctor_quality import quality_findings
 
-PIPELINE_SHARE, CACHE_SHARE = 0.4, 0.3  # of --seconds; the quality pass has the rest
+PIPELINE_SHARE = 0.4  # of --seconds; the cache measurement has CACHE_SHARE, the quality pass the rest
 
 
 def register(commands: argparse._SubParsersAction) -> None:

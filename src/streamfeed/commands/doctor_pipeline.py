@@ -47,6 +47,7 @@ def tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fals
         "read_pool_busy": busy,
         "producer_busy": report.utilisation["producer"],
         "bottleneck": report.bottleneck,
+        "read_limit": report.read_limit,
         "verdict": report.verdict,
         "estimated_bytes": report.layout.get("estimated_bytes", 0),
         "memory_limit_bytes": report.memory_limit_bytes,
@@ -104,6 +105,6 @@ def reads_retuned(tuning: Any) -> bool:
 
 def _bound(report: Any) -> str:
     """What sets the pipeline's pace, in two words."""
-    if report.bottleneck == "read":  # bench's disk-or-CPU call misses decoders' own threads (pyarrow's CSV)
-        return "read-bound"
+    if report.bottleneck == "read":  # bench's call, diagnostics.read_limit: one rule for both commands
+        return f"{report.read_limit}-bound"
     return {"assemble": "shuffle-bound", "batch": "batching-bound"}.get(report.bottleneck, report.verdict)
