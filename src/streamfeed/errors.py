@@ -40,7 +40,18 @@ def describe(
 
 
 class StreamfeedError(Exception):
-    """Base class of every error streamfeed raises on purpose."""
+    """Base class of every error streamfeed raises on purpose.
+
+    ``cli_fix``: the fix as a shell user applies it (the flag to pass, the
+    command or variable to set), given where it differs from the message's
+    ``Fix:``, which speaks to a Python caller (``pass quote_char=None``).
+    The command line (``commands/failure.py``) says it instead of that one.
+    Kept when the error is pickled (an attribute, restored with the args).
+    """
+
+    def __init__(self, *args: object, cli_fix: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli_fix = cli_fix
 
 
 class SchemaError(StreamfeedError, ValueError):
@@ -166,7 +177,8 @@ def network_cause(error: BaseException | None) -> "NetworkError | None":
                             "check the network and the endpoint; open s3:// URIs with storage_options=... to retry "
                             "network errors up to a deadline"
                         ),
-                    )
+                    ),
+                    cli_fix="check the network and the endpoint (AWS_ENDPOINT_URL)",
                 )
                 made.__cause__ = first
                 return made
@@ -213,7 +225,7 @@ def require(module: str, extra: str):
         raise MissingDependencyError(
             describe(
                 f"streamfeed needs the optional package '{module}' for this",
-                fix=f"pip install 'streamfeed[{extra}]'",
+                fix=f"pip install 'streamfeed[{extra}]', or from a checkout of streamfeed pip install -e '.[{extra}]'",
             )
         ) from exc
 

@@ -36,7 +36,8 @@ from ..errors import (
     describe,
     require,
 )
-from .storage import object_version
+from .reach import pyarrow_endpoint, unreachable
+from .storage import object_version, storage_location
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -114,14 +115,13 @@ def resolve_files(
     fs: pafs.FileSystem | None = filesystem
     roots: list[str] = []
     for item in items:
-        item_fs, path = filesystem_for(os.fspath(item), filesystem)
-        fs = fs or item_fs
+        path = os.fspath(item)
         try:
+            item_fs, path = filesystem_for(path, filesystem)
+            fs = fs or item_fs
             matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
-        except StreamfeedError:
-            raise
         except OSError as exc:  # the storage's own: a missing bucket, refused credentials, no route
-            raise _unlistable(path, exc) from exc
+            raise _unopened(os.fspath(item), path, filesystem, exc) from exc
         found.extend(matches)
         roots.append(item_root)
     files = tuple(sorted(set(found)))
@@ -210,6 +210,22 @@ def _resolve_item(
     if not matches:
         raise _nothing_to_read(path, entries, wanted or _looked_for(suffixes, keep))
     return matches, path
+
+
+def _unopened(typed: str, path: str, filesystem: pafs.FileSystem | None, exc: OSError) -> StreamfeedError:
+    """The error for a path that could not be listed: unreachable storage (``files/reach.py``), or :func:`_unlistable`.
+
+    ``typed`` is the path as given, ``path`` as the filesystem names it (a
+    URI opened with ``storage_options`` comes here without its scheme).
+    """
+    location = storage_location(filesystem, path)
+    uri, endpoint = location or (typed, pyarrow_endpoint(typed) if "://" in typed else "the local filesystem")
+    network = unreachable(uri, endpoint, exc, storage_options=location is not None)
+    if network is not None:
+        return network
+    if isinstance(exc, StreamfeedError):
+        return exc
+    return _unlistable(path, exc)
 
 
 def _unlistable(path: str, exc: OSError) -> StreamfeedError:
