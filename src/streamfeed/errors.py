@@ -12,7 +12,7 @@ import json
 import os
 import re
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, TypedDict
 
 OnError = Literal["raise", "skip"]
@@ -230,6 +230,24 @@ def require(module: str, extra: str):
         ) from exc
 
 
+# The advice in a raised error's fix to skip such input ("..., or pass on_error='skip' to leave it out and
+# report it"; "; on_error='skip' leaves it out ..."): a parenthesis may hold a full stop, the clause ends at one.
+_SKIP_ADVICE = re.compile(r"(?:[,;] (?:or )?|^)(?:pass )?on_error='skip'(?:[^.(]|\([^)]*\))*")
+
+
+def without_skip_advice(reason: str) -> str:
+    """``reason`` (an error's message) without its advice to pass ``on_error='skip'``: for input already skipped.
+
+    The rest of the fix stays (how to repair the file); a fix that was only
+    that advice goes, with its ``Fix:``.
+    """
+    head, separator, fix = reason.rpartition(" Fix: ")
+    if not separator:
+        return reason
+    fix = _SKIP_ADVICE.sub("", fix).strip()
+    return f"{head} Fix: {fix}" if fix.rstrip(".") else head
+
+
 @dataclass(frozen=True)
 class SkippedUnit:
     """One unit of input left out under ``on_error="skip"``."""
@@ -386,7 +404,12 @@ class BadInputReport:
         return max(rows, files)
 
     def add(self, entry: SkippedUnit) -> None:
-        """Records a skipped unit once (re-reads in later epochs do not double count)."""
+        """Records a skipped unit once (re-reads in later epochs do not double count).
+
+        Its reason is said without the advice to skip such input (:func:`without_skip_advice`):
+        every source records what it skips here, and it was skipped.
+        """
+        entry = replace(entry, reason=without_skip_advice(entry.reason))
         key = (entry.path, entry.location)
         with self._lock:
             if key in self._seen:
