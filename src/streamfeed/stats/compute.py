@@ -47,6 +47,7 @@ from .accumulate import (
     ColumnAccumulator,
     column_kind,
     dtype_name,
+    is_identifier,
     vocabulary_warning,
 )
 from .io import source_record
@@ -96,6 +97,7 @@ def _summarise(
             datetime=options["temporal"].get(name) if values.dtype.kind == "f" else None,
             vocabulary_cap=options["vocabulary_cap"],
             named=name in options["categorical"],
+            identifier=is_identifier(name, values, options["categorical"]),
         )
         accumulator.add(values, sampler)
         summary.columns[name] = accumulator
@@ -161,7 +163,10 @@ def compute_stats(
             (default 10,000); the rest are counted in ``oov_count``. A
             column whose values are mostly distinct (more than 1,000, and
             more than half of its values: an identifier, free text or a date
-            kept as text) keeps 100, unless it is named in ``categorical``.
+            kept as text) keeps 100, unless it is named in ``categorical``;
+            a text column named ``path``, ``file`` or ``filename`` (where a
+            row came from: ``read_images``' ``path``) gets no vocabulary
+            (``None``; its values are counted) unless it is named there.
             A truncated vocabulary says so (``vocabulary_truncated``, with
             ``vocabulary_cap``) and adds a warning to ``Stats.warnings``
             (also logged), with a hint when the values look like dates.
