@@ -40,6 +40,7 @@ from ..errors import ArgumentError, UnknownNameError, describe
 from ..files.arrow import temporal_columns
 from ..memory import default_read_threads
 from ..pipeline import Dataset
+from ..sources.names import served_name
 from .accumulate import (
     DISTINCT_MODES,
     QUANTILE_METHODS,
@@ -202,6 +203,9 @@ def compute_stats(
         )
     fragments = list(dataset.source.fragments)
     threads = max(1, threads or default_read_threads())
+    known = list(dataset.column_names)
+    label = None if label is None else served_name(dataset.source, label, known)
+    columns = None if columns is None else [served_name(dataset.source, name, known) for name in columns]
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
     options: dict[str, Any] = {
         "categorical": set(categorical or ()),
