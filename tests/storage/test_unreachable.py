@@ -23,7 +23,7 @@ import pytest
 
 import streamfeed as sf
 from streamfeed.cli import main
-from streamfeed.errors import NetworkError, StreamfeedError
+from streamfeed.errors import NetworkError, StorageError, StreamfeedError
 
 READERS = {"parquet": sf.read_parquet, "csv": sf.read_csv}
 SRC = str(Path(sf.__file__).resolve().parent.parent)
@@ -119,3 +119,40 @@ def test_the_cli_says_the_environment_variables(closed_port, capsys):
     assert "AWS_ENDPOINT_URL" in fix and "AWS_ACCESS_KEY_ID" in fix, err
     assert "storage_options" not in fix, err
     assert issubclass(NetworkError, StreamfeedError)
+
+
+def test_missing_credentials_are_a_storage_error_naming_the_keys(closed_port):
+    """No key anywhere (storage_options, AWS_* variables): botocore's raw NoCredentialsError before."""
+    endpoint = f"http://127.0.0.1:{closed_port}"
+    with pytest.raises(StorageError) as raised:
+        sf.read_parquet("s3://bucket/clicks/", storage_options={"endpoint_url": endpoint, "deadline": 0.5})
+    message = str(raised.value)
+    assert "s3://bucket/clicks" in message and endpoint in message, message
+    fix = message.rsplit("Fix: ", 1)[1]
+    assert "'key'" in fix and "'secret'" in fix and "anon" in fix, message
+    assert "AWS_ACCESS_KEY_ID" in (raised.value.cli_fix or ""), raised.value.cli_fix
+
+
+def test_a_real_server_behind_a_cut_network_is_a_network_error_naming_it(seaweed, bucket, proxy, tmp_path, monkeypatch):
+    """SeaweedFS behind the loopback proxy: read once, then the proxy refuses connections (an outage) at open."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from _storage_data import storage_options
+
+    local = tmp_path / "part-0.parquet"
+    pq.write_table(pa.table({"x": list(range(100))}), local)
+    seaweed.client().put_object(Bucket=bucket, Key="clicks/part-0.parquet", Body=local.read_bytes())
+    uri = f"s3://{bucket}/clicks/"
+    options = storage_options(proxy.endpoint, deadline=0.5)
+    native = f"{uri}?endpoint_override={proxy.endpoint.split('://', 1)[1]}&scheme=http"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", options["key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", options["secret"])
+    assert sf.read_parquet(uri, storage_options=options).num_rows() == 100  # reachable: the endpoint is right
+    assert sf.read_parquet(native).num_rows() == 100
+    proxy.outage(600)  # every connection refused until the test ends (the proxy closes with it)
+    for read in (lambda: sf.read_parquet(uri, storage_options=options), lambda: sf.read_parquet(native)):
+        with pytest.raises(NetworkError) as raised:
+            read()
+        message = str(raised.value)
+        assert f"s3://{bucket}/clicks" in message and proxy.endpoint.split("://", 1)[1] in message, message
+        assert "endpoint_url" in message.rsplit("Fix: ", 1)[1], message

@@ -36,7 +36,7 @@ from ..errors import (
     describe,
     require,
 )
-from .reach import pyarrow_endpoint, unreachable
+from .reach import from_storage_client, no_credentials, pyarrow_endpoint, unreachable
 from .storage import object_version, storage_location
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
@@ -120,7 +120,9 @@ def resolve_files(
             item_fs, path = filesystem_for(path, filesystem)
             fs = fs or item_fs
             matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
-        except OSError as exc:  # the storage's own: a missing bucket, refused credentials, no route
+        except Exception as exc:  # the storage's own: a missing bucket, refused or no credentials, no route
+            if not from_storage_client(exc):
+                raise
             raise _unopened(os.fspath(item), path, filesystem, exc) from exc
         found.extend(matches)
         roots.append(item_root)
@@ -212,19 +214,29 @@ def _resolve_item(
     return matches, path
 
 
-def _unopened(typed: str, path: str, filesystem: pafs.FileSystem | None, exc: OSError) -> StreamfeedError:
-    """The error for a path that could not be listed: unreachable storage (``files/reach.py``), or :func:`_unlistable`.
+def _unopened(typed: str, path: str, filesystem: pafs.FileSystem | None, exc: Exception) -> StreamfeedError:
+    """The error for a path that could not be listed: unreachable storage or no credentials (``files/reach.py``),
+    or :func:`_unlistable`.
 
     ``typed`` is the path as given, ``path`` as the filesystem names it (a
     URI opened with ``storage_options`` comes here without its scheme).
     """
     location = storage_location(filesystem, path)
     uri, endpoint = location or (typed, pyarrow_endpoint(typed) if "://" in typed else "the local filesystem")
-    network = unreachable(uri, endpoint, exc, storage_options=location is not None)
-    if network is not None:
-        return network
+    known = unreachable(uri, endpoint, exc, storage_options=location is not None) or no_credentials(uri, endpoint, exc)
+    if known is not None:
+        return known
     if isinstance(exc, StreamfeedError):
         return exc
+    if not isinstance(exc, OSError):
+        return StorageError(
+            describe(
+                "The storage would not list the data",
+                where=f"{uri} at endpoint {endpoint}",
+                found=f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}",
+                fix="check the endpoint, the credentials and the network",
+            )
+        )
     return _unlistable(path, exc)
 
 

@@ -15,7 +15,7 @@ import os
 import re
 import urllib.parse
 
-from ..errors import NetworkError, describe, network_cause
+from ..errors import NetworkError, StorageError, describe, network_cause
 
 _CLI_FIX = (
     "set AWS_ENDPOINT_URL to the storage's address (e.g. http://127.0.0.1:8333) and AWS_ACCESS_KEY_ID and "
@@ -76,4 +76,31 @@ def unreachable(uri: str, endpoint: str, error: BaseException, *, storage_option
             fix=fix,
         ),
         cli_fix=_CLI_FIX,
+    )
+
+
+# the packages of the storage clients under fsspec and pyarrow, whose own exceptions a listing may raise
+_CLIENTS = frozenset({"botocore", "aiobotocore", "s3fs", "fsspec", "aiohttp", "gcsfs", "adlfs"})
+
+
+def from_storage_client(error: BaseException) -> bool:
+    """Whether ``error`` is a storage client's own (botocore's ``NoCredentialsError`` is no ``OSError``)."""
+    return isinstance(error, OSError) or type(error).__module__.split(".", 1)[0] in _CLIENTS
+
+
+def no_credentials(uri: str, endpoint: str, error: BaseException) -> StorageError | None:
+    """The :class:`StorageError` for a client that found no credentials to sign with, or None for another error."""
+    if "Credentials" not in type(error).__name__:  # botocore's NoCredentialsError, PartialCredentialsError
+        return None
+    return StorageError(
+        describe(
+            "The storage's credentials are missing",
+            where=f"{uri} at endpoint {endpoint}",
+            found=f"{type(error).__name__}: {error}",
+            fix=(
+                "pass them: storage_options={..., 'key': ..., 'secret': ...} (or set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY), or storage_options={..., 'anon': True} for a public bucket"
+            ),
+        ),
+        cli_fix="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to the storage's credentials",
     )
