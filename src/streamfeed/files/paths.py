@@ -121,9 +121,10 @@ def resolve_files(
             fs = fs or item_fs
             matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
         except Exception as exc:  # the storage's own: a missing bucket, refused or no credentials, no route
-            if not from_storage_client(exc):
+            error = _unopened(os.fspath(item), path, filesystem, exc) if from_storage_client(exc) else exc
+            if error is exc:  # ours already (a missing path), or not the storage's
                 raise
-            raise _unopened(os.fspath(item), path, filesystem, exc) from exc
+            raise error from exc
         found.extend(matches)
         roots.append(item_root)
     files = tuple(sorted(set(found)))
@@ -216,7 +217,7 @@ def _resolve_item(
 
 def _unopened(typed: str, path: str, filesystem: pafs.FileSystem | None, exc: Exception) -> StreamfeedError:
     """The error for a path that could not be listed: unreachable storage or no credentials (``files/reach.py``),
-    or :func:`_unlistable`.
+    or :func:`_unlistable`; ``exc`` itself when it is already ours (a missing path, a manifest mismatch).
 
     ``typed`` is the path as given, ``path`` as the filesystem names it (a
     URI opened with ``storage_options`` comes here without its scheme).
