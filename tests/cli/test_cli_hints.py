@@ -97,3 +97,13 @@ def test_the_quick_start_install_has_what_the_next_command_needs():
     installed = {requirement for extra in extras for requirement in declared[extra]}
     assert "datasketches" in installed, (extras, installed)
     assert "streamfeed stats" in readme.split("## Quick start", 1)[1]
+
+
+def test_a_csv_value_of_another_type_is_not_told_to_pass_column_types(tmp_path):
+    """The command line infers a CSV column's type from the first MiB and has no flag to set it: it says so."""
+    path = tmp_path / "late.csv"
+    path.write_text("a,b\n" + "".join(f"{i},{i % 7}\n" for i in range(300_000)) + "oops,1\n")
+    stderr = assert_short_failure(streamfeed("stats", path, "-o", tmp_path / "s.json", "--quiet"), 1)
+    assert "line 300002" in stderr
+    fix = _fix(stderr)
+    assert "column_types=" not in fix and "repair" in fix, fix

@@ -108,7 +108,8 @@ def _summarise(
             raise UnknownNameError(
                 describe(
                     f"No label column {label!r} in the data", expected=f"one of {sorted(chunk)}", fix="check label="
-                )
+                ),
+                cli_fix="check --label",
             )
         values = chunk[label]
         if values.dtype.kind == "f":

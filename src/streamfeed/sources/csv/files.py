@@ -102,6 +102,10 @@ class _FileInfo:
 # flags for the CSV dialect, and a file that is not a CSV at all (an HDF5 file read with --format csv) fails so too.
 CLI_FIX_NOT_CSV = "check --format (leave it out to detect the format from the file's suffix): the file may not be a CSV"
 CLI_FIX_QUOTES = f"{CLI_FIX_NOT_CSV}; if it is, quote whole fields only (and double the quotes inside them)"
+CLI_FIX_TYPES = (
+    "repair the value: the command line takes each column's type from the first MiB of the files and has no flag "
+    "to set it (from Python, read_csv's column_types does)"
+)
 CLI_FIX_ENCODING = (
     f"{CLI_FIX_NOT_CSV}; if it is, convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8.csv"
 )
