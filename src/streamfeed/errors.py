@@ -12,7 +12,7 @@ import json
 import os
 import re
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, TypedDict
 
 OnError = Literal["raise", "skip"]
@@ -40,7 +40,18 @@ def describe(
 
 
 class StreamfeedError(Exception):
-    """Base class of every error streamfeed raises on purpose."""
+    """Base class of every error streamfeed raises on purpose.
+
+    ``cli_fix``: the fix as a shell user applies it (the flag to pass, the
+    command or variable to set), given where it differs from the message's
+    ``Fix:``, which speaks to a Python caller (``pass quote_char=None``).
+    The command line (``commands/failure.py``) says it instead of that one.
+    Kept when the error is pickled (an attribute, restored with the args).
+    """
+
+    def __init__(self, *args: object, cli_fix: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli_fix = cli_fix
 
 
 class SchemaError(StreamfeedError, ValueError):
@@ -166,7 +177,8 @@ def network_cause(error: BaseException | None) -> "NetworkError | None":
                             "check the network and the endpoint; open s3:// URIs with storage_options=... to retry "
                             "network errors up to a deadline"
                         ),
-                    )
+                    ),
+                    cli_fix="check the network and the endpoint (AWS_ENDPOINT_URL)",
                 )
                 made.__cause__ = first
                 return made
@@ -213,9 +225,27 @@ def require(module: str, extra: str):
         raise MissingDependencyError(
             describe(
                 f"streamfeed needs the optional package '{module}' for this",
-                fix=f"pip install 'streamfeed[{extra}]'",
+                fix=f"pip install 'streamfeed[{extra}]', or from a checkout of streamfeed pip install -e '.[{extra}]'",
             )
         ) from exc
+
+
+# The advice in a raised error's fix to skip such input ("..., or pass on_error='skip' to leave it out and
+# report it"; "; on_error='skip' leaves it out ..."): a parenthesis may hold a full stop, the clause ends at one.
+_SKIP_ADVICE = re.compile(r"(?:[,;] (?:or )?|^)(?:pass )?on_error='skip'(?:[^.(]|\([^)]*\))*")
+
+
+def without_skip_advice(reason: str) -> str:
+    """``reason`` (an error's message) without its advice to pass ``on_error='skip'``: for input already skipped.
+
+    The rest of the fix stays (how to repair the file); a fix that was only
+    that advice goes, with its ``Fix:``.
+    """
+    head, separator, fix = reason.rpartition(" Fix: ")
+    if not separator:
+        return reason
+    fix = _SKIP_ADVICE.sub("", fix).strip()
+    return f"{head} Fix: {fix}" if fix.rstrip(".") else head
 
 
 @dataclass(frozen=True)
@@ -374,7 +404,12 @@ class BadInputReport:
         return max(rows, files)
 
     def add(self, entry: SkippedUnit) -> None:
-        """Records a skipped unit once (re-reads in later epochs do not double count)."""
+        """Records a skipped unit once (re-reads in later epochs do not double count).
+
+        Its reason is said without the advice to skip such input (:func:`without_skip_advice`):
+        every source records what it skips here, and it was skipped.
+        """
+        entry = replace(entry, reason=without_skip_advice(entry.reason))
         key = (entry.path, entry.location)
         with self._lock:
             if key in self._seen:

@@ -132,7 +132,7 @@ def test_hdf5_tree_chunking_and_compression(tmp_path):
         "shuffle": False,
     }
     assert objects["/train/y"]["chunks"] is None
-    assert _columns(report)["/train/x"].shape == [3]
+    assert _columns(report)["train/x"].shape == [3]
     assert "index_column" not in report.warning_codes  # 0, 1, 0, 1 is not an index
 
 

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ..errors import ArgumentError, MemoryLimitError, SchemaError, UnknownNameError, describe
 from ..sources.detect import FORMATS
+from ..sources.names import served_name
 
 DEFAULT_BATCH_SIZE = 1024
 NULL_FORMATS = ("parquet", "csv")  # the readers with a null policy and a column projection by name
@@ -210,7 +211,7 @@ def open_dataset(
         raise
     check_names(dataset, named or {})
     if read and "columns" not in options:
-        dataset = select_columns(dataset, read)
+        dataset = select_columns(dataset, [served_name(dataset.source, column) for column in read])
     return name, dataset
 
 
@@ -218,7 +219,7 @@ def check_names(dataset: Any, named: Mapping[str, list[str]]) -> None:
     """Refuses a name given with a flag that is not a column of ``dataset``, naming the flag."""
     available = list(dataset.column_names)
     for flag, wanted in named.items():
-        unknown = [name for name in wanted if name not in available]
+        unknown = [name for name in wanted if served_name(dataset.source, name, available) not in available]
         if unknown:
             raise UnknownNameError(
                 describe(

@@ -5,7 +5,9 @@ the data or the machine is (a null, a corrupt file, the memory limit, a
 permission). The message is the error's own (``errors.describe``: what,
 where, expected, found) on one line and its fix on a second, with the
 library's keywords (``nulls='drop'``) said as the command's flags
-(``--nulls drop``).
+(``--nulls drop``). An error whose fix differs for a shell user carries
+that fix itself (``StreamfeedError.cli_fix``: the flag, the command or
+the variable to set), said here instead of the one for Python.
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ def error_message(prog: str, exc: BaseException, flags: Collection[str] = ()) ->
     ours = _ours(exc)
     if ours is not None:
         message = str(ours)
+        if ours.cli_fix:  # the error's own fix for a shell user, in place of the one for a Python caller
+            message = message.rpartition(" Fix: ")[0] or message
+            message = f"{message} Fix: {ours.cli_fix.rstrip('.')}."
     elif isinstance(exc, OSError):
         message = _os_message(exc)
     elif isinstance(exc, MemoryError):

@@ -36,7 +36,8 @@ from ..errors import (
     describe,
     require,
 )
-from .storage import object_version
+from .reach import from_storage_client, no_credentials, pyarrow_endpoint, unreachable
+from .storage import object_version, storage_location
 
 PathLike = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 
@@ -114,14 +115,16 @@ def resolve_files(
     fs: pafs.FileSystem | None = filesystem
     roots: list[str] = []
     for item in items:
-        item_fs, path = filesystem_for(os.fspath(item), filesystem)
-        fs = fs or item_fs
+        path = os.fspath(item)
         try:
+            item_fs, path = filesystem_for(path, filesystem)
+            fs = fs or item_fs
             matches, item_root = _resolve_item(item_fs, path, suffixes, keep, wanted)
-        except StreamfeedError:
-            raise
-        except OSError as exc:  # the storage's own: a missing bucket, refused credentials, no route
-            raise _unlistable(path, exc) from exc
+        except Exception as exc:  # the storage's own: a missing bucket, refused or no credentials, no route
+            error = _unopened(os.fspath(item), path, filesystem, exc) if from_storage_client(exc) else exc
+            if error is exc:  # ours already (a missing path), or not the storage's
+                raise
+            raise error from exc
         found.extend(matches)
         roots.append(item_root)
     files = tuple(sorted(set(found)))
@@ -210,6 +213,32 @@ def _resolve_item(
     if not matches:
         raise _nothing_to_read(path, entries, wanted or _looked_for(suffixes, keep))
     return matches, path
+
+
+def _unopened(typed: str, path: str, filesystem: pafs.FileSystem | None, exc: Exception) -> StreamfeedError:
+    """The error for a path that could not be listed: unreachable storage or no credentials (``files/reach.py``),
+    or :func:`_unlistable`; ``exc`` itself when it is already ours (a missing path, a manifest mismatch).
+
+    ``typed`` is the path as given, ``path`` as the filesystem names it (a
+    URI opened with ``storage_options`` comes here without its scheme).
+    """
+    location = storage_location(filesystem, path)
+    uri, endpoint = location or (typed, pyarrow_endpoint(typed) if "://" in typed else "the local filesystem")
+    known = unreachable(uri, endpoint, exc, storage_options=location is not None) or no_credentials(uri, endpoint, exc)
+    if known is not None:
+        return known
+    if isinstance(exc, StreamfeedError):
+        return exc
+    if not isinstance(exc, OSError):
+        return StorageError(
+            describe(
+                "The storage would not list the data",
+                where=f"{uri} at endpoint {endpoint}",
+                found=f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}",
+                fix="check the endpoint, the credentials and the network",
+            )
+        )
+    return _unlistable(path, exc)
 
 
 def _unlistable(path: str, exc: OSError) -> StreamfeedError:

@@ -46,6 +46,7 @@ import pyarrow.fs as pafs
 
 from ..errors import ArgumentError, NetworkError, ObjectChangedError, describe, require
 from .range_cache import RangeCache
+from .reach import default_endpoint
 from .retry import with_retries
 
 STORAGE_KEYS = {
@@ -106,6 +107,8 @@ class _Settings:
     block_size: int
     cache: RangeCache | None
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    scheme: str = "s3"
+    endpoint: str = ""  # as said in errors: storage_options' endpoint_url, or the client's default
 
 
 def _refuse(what: str, found: str) -> ArgumentError:
@@ -206,6 +209,8 @@ def open_storage(
         block_size=int(_positive(storage_options, "block_size", DEFAULT_BLOCK)),
         cache=_cache(storage_options.get("cache")),
         read_timeout=_positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        scheme=scheme,
+        endpoint=str(storage_options.get("endpoint_url") or default_endpoint(scheme)),
     )
     handler = RetryingHandler(fs, settings)
     stripped = [fs._strip_protocol(os.fspath(item)) for item in items]
@@ -216,6 +221,14 @@ def storage_counters(filesystem: pafs.FileSystem | None) -> StorageCounters | No
     """The request counters of a filesystem made by :func:`open_storage` (None for any other)."""
     handler = getattr(filesystem, "handler", None)
     return handler.counters if isinstance(handler, RetryingHandler) else None
+
+
+def storage_location(filesystem: pafs.FileSystem | None, path: str) -> tuple[str, str] | None:
+    """``(URI, endpoint)`` of a path of a filesystem made by :func:`open_storage` (None for any other), for errors."""
+    handler = getattr(filesystem, "handler", None)
+    if not isinstance(handler, RetryingHandler):
+        return None
+    return f"{handler.settings.scheme}://{path}", handler.settings.endpoint
 
 
 def object_version(filesystem: pafs.FileSystem | None, path: str) -> str | None:

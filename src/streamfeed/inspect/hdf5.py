@@ -23,6 +23,7 @@ from ..errors import require
 from ..files.paths import resolve_files
 from ..memory import decode_bytes_limit
 from ..sources.hdf5.guard import outside_data
+from ..sources.hdf5.names import default_name
 from .numpy import SCAN_BYTES
 from .report import Column, InspectReport, add_files, index_like, sample_values, warn_index
 
@@ -63,7 +64,8 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int, 
                     return
                 if file_index or not obj.shape:
                     return
-                column = Column(name="/" + name, type=str(obj.dtype), shape=list(obj.shape[1:]))
+                served = default_name(name) if obj.dtype.names is None else "/" + name  # a table: by its fields
+                column = Column(name=served, type=str(obj.dtype), shape=list(obj.shape[1:]))
                 report.columns.append(column)
                 step, most = _rows_per_read(obj, budget)
                 if most == 0:
@@ -84,7 +86,7 @@ def inspect_hdf5(path: str, *, full: bool, sample_rows: int, memory_limit: int, 
                     )
                     column.nulls, column.nulls_exact = nans, True
                 if obj.ndim == 1 and index_like(name.rsplit("/", 1)[-1], head):
-                    warn_index(report, "/" + name, file)
+                    warn_index(report, served, file)
 
             handle.visititems(visit)
         trees.append({"file": file, "objects": tree})

@@ -26,6 +26,7 @@ from ..errors import ErrorPolicy, UnknownNameError, describe
 from ..files.arrow import ColumnPolicy, temporal_columns
 from ..pipeline import Dataset
 from ..sources.detect import detect_format, open_source
+from ..sources.names import served_name
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
 from .image_quality import image_quality
@@ -88,6 +89,7 @@ def quality_report(
         report = ErrorPolicy().new_report()
         source = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {}))
         dataset = Dataset(source=source, report=report)
+    label = None if label is None else served_name(dataset.source, label, dataset.column_names)
     if label is not None and label not in dataset.column_names:
         raise UnknownNameError(
             describe(

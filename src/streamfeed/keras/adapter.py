@@ -39,6 +39,7 @@ from ..errors import ArgumentError, DataError, SchemaError, describe
 from ..pipeline.iterator import EpochIterator
 from ..pipeline.served import ServedDataset
 from ..runtime.batch import PAD_MASK
+from ..sources.names import served_names
 from . import feeds
 from ._keras_internals import (
     beginning_epoch_iterator,
@@ -124,8 +125,13 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
             raise ArgumentError(
                 describe("standardize= needs statistics", fix="pass categorical=stats (streamfeed.compute_stats)")
             )
-        labels = [label] if isinstance(label, str) else list(label or [])
         columns = dataset.served_columns()  # what the user's ops give: packing runs after them
+        label, features = served_names(dataset.source, label, columns), served_names(dataset.source, features, columns)
+        sample_weight, ids = (
+            served_names(dataset.source, sample_weight, columns),
+            served_names(dataset.source, ids, columns),
+        )
+        labels = [label] if isinstance(label, str) else list(label or [])
         reserved = set(labels) | {sample_weight, ids} - {None}
         if features is None:
             features = [name for name in columns if name not in reserved and name not in BOOKKEEPING]

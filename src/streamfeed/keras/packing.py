@@ -26,7 +26,8 @@ def _not_numeric(name: str, column: np.ndarray, dtype: str) -> SchemaError:
             found=f"dtype {column.dtype}",
             fix="pass categorical=streamfeed.compute_stats(dataset) to to_keras() to turn it into ids, "
             "or leave it out of features=",
-        )
+        ),
+        cli_fix="name the numeric columns with --features A,B (the command's model takes numbers only)",
     )
 
 

@@ -54,6 +54,10 @@ lookup of them learns little; their rows are counted in ``oov_count``."""
 IDENTIFIER_VOCABULARY = 100
 """Values kept for a column whose values are mostly distinct (:func:`identifier_like`): enough to
 show its commonest values (a placeholder such as "unknown" stands out), no table-sized copy."""
+IDENTIFIER_NAMES = frozenset({"path", "file", "filename"})
+"""Text columns by these names say where a row came from (``read_images``' ``path``): identifiers,
+not categories. Their values are counted but no vocabulary is built (a copy of the column, of no use
+to a model) unless ``categorical=`` names them."""
 IDENTIFIER_MIN_DISTINCT = 1_000
 IDENTIFIER_SHARE = 0.5
 _DATE_TEXT = re.compile(
@@ -123,6 +127,11 @@ def vocabulary_warning(record: dict, identifier: bool) -> str:
     return message
 
 
+def is_identifier(name: str, values: np.ndarray, categorical: set[str]) -> bool:
+    """Whether a column is an identifier by its name (:data:`IDENTIFIER_NAMES`): text, and not named categorical."""
+    return name in IDENTIFIER_NAMES and name not in categorical and values.dtype.kind in "OUS"
+
+
 def column_kind(name: str, values: np.ndarray, categorical: set[str]) -> Kind:
     """Categorical for strings, bytes, bools and named columns; image for 4-D; else numeric."""
     if name in categorical or values.dtype.kind in "OUSb":
@@ -170,8 +179,11 @@ class ColumnAccumulator:
         datetime: str | None = None,
         vocabulary_cap: int = VOCABULARY_CAP,
         named: bool = False,
+        identifier: bool = False,
     ) -> None:
         self.name, self.kind, self.dtype = name, kind, dtype
+        self.identifier = identifier  # is_identifier: values counted, no vocabulary built
+        self.values = 0  # values counted of an identifier column
         self.datetime = datetime  # the original date/time type of a column of seconds
         self.vocabulary_cap, self.named = vocabulary_cap, named  # named: categorical=[...] lists it
         self.max_vocabulary, self.quantile_k = max_vocabulary, quantile_k
@@ -201,6 +213,9 @@ class ColumnAccumulator:
             nat = int(np.count_nonzero(np.isnat(values)))
             self.nulls += nat
             values = datetime64_seconds(values)  # NaT -> NaN, skipped below like NaN but counted as a null
+        if self.identifier:
+            self.values += int(values.size)
+            return
         if self.kind == "categorical":
             self.vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
             self.vocabulary.add(*count_values(values.reshape(-1) if values.ndim > 1 else values))
@@ -253,6 +268,7 @@ class ColumnAccumulator:
         """Adds ``other`` (a later fragment's summary) into this one; ``cache``: see QuantileSample."""
         self.nulls += other.nulls
         self.nans += other.nans
+        self.values += other.values
         self.datetime = self.datetime or other.datetime
         self.moments = self.moments.merge(other.moments)
         self.channels = self.channels.merge(other.channels)
@@ -305,6 +321,9 @@ class ColumnAccumulator:
             "quantile_points": None,
             "quantile_sample_size": None,
         }
+        if self.identifier:  # no vocabulary (None), so none truncated and no warning
+            record.update(count=self.values, value_type="bytes" if self.dtype == "bytes" else "str")
+            return record
         if self.kind == "categorical":
             vocabulary = self.vocabulary or Vocabulary(self.max_vocabulary)
             distinct = int(round(vocabulary.distinct()))

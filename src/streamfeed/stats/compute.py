@@ -40,6 +40,7 @@ from ..errors import ArgumentError, UnknownNameError, describe
 from ..files.arrow import temporal_columns
 from ..memory import default_read_threads
 from ..pipeline import Dataset
+from ..sources.names import served_name
 from .accumulate import (
     DISTINCT_MODES,
     QUANTILE_METHODS,
@@ -47,6 +48,7 @@ from .accumulate import (
     ColumnAccumulator,
     column_kind,
     dtype_name,
+    is_identifier,
     vocabulary_warning,
 )
 from .io import source_record
@@ -96,6 +98,7 @@ def _summarise(
             datetime=options["temporal"].get(name) if values.dtype.kind == "f" else None,
             vocabulary_cap=options["vocabulary_cap"],
             named=name in options["categorical"],
+            identifier=is_identifier(name, values, options["categorical"]),
         )
         accumulator.add(values, sampler)
         summary.columns[name] = accumulator
@@ -105,7 +108,8 @@ def _summarise(
             raise UnknownNameError(
                 describe(
                     f"No label column {label!r} in the data", expected=f"one of {sorted(chunk)}", fix="check label="
-                )
+                ),
+                cli_fix="check --label",
             )
         values = chunk[label]
         if values.dtype.kind == "f":
@@ -161,7 +165,10 @@ def compute_stats(
             (default 10,000); the rest are counted in ``oov_count``. A
             column whose values are mostly distinct (more than 1,000, and
             more than half of its values: an identifier, free text or a date
-            kept as text) keeps 100, unless it is named in ``categorical``.
+            kept as text) keeps 100, unless it is named in ``categorical``;
+            a text column named ``path``, ``file`` or ``filename`` (where a
+            row came from: ``read_images``' ``path``) gets no vocabulary
+            (``None``; its values are counted) unless it is named there.
             A truncated vocabulary says so (``vocabulary_truncated``, with
             ``vocabulary_cap``) and adds a warning to ``Stats.warnings``
             (also logged), with a hint when the values look like dates.
@@ -197,6 +204,9 @@ def compute_stats(
         )
     fragments = list(dataset.source.fragments)
     threads = max(1, threads or default_read_threads())
+    known = list(dataset.column_names)
+    label = None if label is None else served_name(dataset.source, label, known)
+    columns = None if columns is None else [served_name(dataset.source, name, known) for name in columns]
     names = None if columns is None else list(dict.fromkeys([*columns, *([label] if label else [])]))
     options: dict[str, Any] = {
         "categorical": set(categorical or ()),

@@ -98,6 +98,19 @@ class _FileInfo:
         )
 
 
+# The fixes of a CSV's errors as a shell user applies them (StreamfeedError.cli_fix): the command line has no
+# flags for the CSV dialect, and a file that is not a CSV at all (an HDF5 file read with --format csv) fails so too.
+CLI_FIX_NOT_CSV = "check --format (leave it out to detect the format from the file's suffix): the file may not be a CSV"
+CLI_FIX_QUOTES = f"{CLI_FIX_NOT_CSV}; if it is, quote whole fields only (and double the quotes inside them)"
+CLI_FIX_TYPES = (
+    "repair the value: the command line takes each column's type from the first MiB of the files and has no flag "
+    "to set it (from Python, read_csv's column_types does)"
+)
+CLI_FIX_ENCODING = (
+    f"{CLI_FIX_NOT_CSV}; if it is, convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8.csv"
+)
+
+
 def _corrupt(path: str, where: str, exc: Exception) -> CorruptFileError:
     return CorruptFileError(
         describe(
@@ -119,5 +132,6 @@ def _quote_error(path: str, exc: UnbalancedQuote) -> DataError:
                 "quote the whole field (and double quotes inside it), "
                 "or pass quote_char=None if the file does not quote fields"
             ),
-        )
+        ),
+        cli_fix=CLI_FIX_QUOTES,
     )

@@ -40,7 +40,7 @@ from ...errors import CorruptFileError, DataError, SkippedUnit, describe
 from ...files import inflate as _inflate
 from ...files.arrow import Where, table_to_chunk
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
-from .files import _open_stream
+from .files import CLI_FIX_ENCODING, CLI_FIX_QUOTES, CLI_FIX_TYPES, _open_stream
 from .messages import casts, left_out_records, preview, too_long_error, too_long_reason
 from .nulltokens import has_nan, tokens_fail_or_are_nan
 from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
@@ -439,7 +439,8 @@ class CsvFragment:
                     found=f"{table.num_rows} rows, {len(invalid)} ragged rows and {len(too_long)} too long",
                     fix="lone carriage returns as line ends, or a quote character in an unquoted field, cause this; "
                     "convert line ends to \\n, or pass quote_char=None if the file does not quote fields",
-                )
+                ),
+                cli_fix=CLI_FIX_QUOTES,
             )
         lines = self._record_lines() if invalid else None
         left_out = [
@@ -524,7 +525,8 @@ class CsvFragment:
                     where=f"{self.path}, line {line}",
                     found=found,
                     fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
-                )
+                ),
+                cli_fix=CLI_FIX_ENCODING,
             )
         if "conversion error" in str(exc).lower():
             return self._explain_conversion(exc)
@@ -575,7 +577,8 @@ class CsvFragment:
                 expected=f"{kind} values (inferred from the first MiB of the files, or set in column_types)",
                 found=preview(value),
                 fix=f"pass column_types={{{name!r}: 'float64'}} (or 'string'), or repair the value",
-            )
+            ),
+            cli_fix=CLI_FIX_TYPES,
         )
 
 

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from ...errors import ArgumentError, BadInputReport, DataError, SchemaError, describe
 from ...files.arrow import ColumnPolicy
-from .files import _BOM, HEAD_BYTES, _corrupt, _FileInfo
+from .files import _BOM, CLI_FIX_ENCODING, HEAD_BYTES, _corrupt, _FileInfo
 from .scan import Scanner
 
 DEFAULT_NULL_VALUES: tuple[str, ...] = (
@@ -220,7 +220,8 @@ def _decode(data: bytes, encoding: str, path: str, first_line: int) -> str:
                 where=f"{path}, line {line}",
                 found=f"bytes {data[exc.start : exc.end]!r}",
                 fix="pass the file's encoding, e.g. encoding='latin-1' or 'cp1252'",
-            )
+            ),
+            cli_fix=CLI_FIX_ENCODING,
         ) from exc
     return text.lstrip("\ufeff")
 

@@ -133,6 +133,11 @@ def pickled_names(raw: Any) -> list[str] | None:
     return names
 
 
+def default_name(path: str) -> str:
+    """The name a discovered dataset is served under: its path in the file, without the leading slash."""
+    return path.lstrip("/")
+
+
 def read_catalog(handle: Any) -> dict[str, Entry]:
     """Everything a column may name in an open file, by path.
 
@@ -152,7 +157,7 @@ def read_catalog(handle: Any) -> dict[str, Entry]:
         rows, dtype = int(obj.shape[0]), obj.dtype
         if dtype.names is None:
             text = _text_encoding(dtype, None)
-            entries[path] = Entry(path, None, None, dtype, tuple(obj.shape[1:]), rows, True, name, text)
+            entries[path] = Entry(path, None, None, dtype, tuple(obj.shape[1:]), rows, True, default_name(name), text)
             return
         pytables = bytes(obj.attrs.get("CLASS", b"")) == b"TABLE"
         encoding = as_text(obj.parent.attrs.get("encoding", b"UTF-8")) if pytables else None  # pandas writes it

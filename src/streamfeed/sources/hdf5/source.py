@@ -44,6 +44,7 @@ from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .catalog import Column, check_encoding, check_filters, decode_text, load_h5py, read_catalog
 from .guard import CheckedFiles, refuse_outside_data
 from .handles import ProcessReader, empty_out, read_range
+from .names import served_name
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 """Default fragment size: a few MiB keeps per-fragment overhead negligible
@@ -306,6 +307,10 @@ class HDF5Source(AlikeRows):
         if self._columns is None:
             return list(self._requested or {})
         return [column.name for column in self._columns]
+
+    def column_name(self, name: str) -> str:
+        """The served column ``name`` means: ``labels`` for ``/labels`` too (``names.py``); others as they are."""
+        return served_name(name, self._columns or ())
 
     @property
     def row_bytes(self) -> float:
