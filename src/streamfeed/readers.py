@@ -217,8 +217,10 @@ def read_hdf5(
             ``{"x": "/images", "y": "/meta/labels"}``; a field of a compound
             dataset (a pandas/PyTables table) is ``"/df/table/<field>"``. By
             default every dataset is a column named by its path (without the
-            leading ``/``), and a PyTables table's fields by the pandas
-            column names (its ``index`` left out). All columns of a file
+            leading ``/``; ``label=``, ``columns=`` and ``--label`` also take
+            the path with its slash, ``/labels``), and a PyTables table's
+            fields by the pandas column names (its ``index`` left out). All
+            columns of a file
             must have the same length: a mismatch raises, naming both.
         rows_per_fragment: rows per fragment, rounded down to a multiple of
             the HDF5 chunk rows (at least one chunk); by default about

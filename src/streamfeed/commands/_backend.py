@@ -31,7 +31,8 @@ def choose_keras_backend() -> str:
         describe(
             "No Keras backend is installed",
             expected="TensorFlow, JAX or torch",
-            fix="pip install 'streamfeed[tensorflow]' (or [jax], [torch])",
+            fix="pip install 'streamfeed[tensorflow]' (or [jax], [torch]), or from a checkout of streamfeed "
+            "pip install -e '.[tensorflow]'",
         )
     )
 

@@ -44,6 +44,7 @@ _CLI_WORDS = [
     (r"project fewer columns", "read fewer columns (--columns)", "--columns"),
     (r"\bmemory_limit\b", "--memory-limit", "--memory-limit"),
     (r"overwrite=True \(--overwrite on the command line\)", "--overwrite", "--overwrite"),
+    (r"fragment_bytes= \(--fragment-bytes on the command line\)", "--fragment-bytes SIZE", "--fragment-bytes"),
     (r"\(with overwrite\)", "(with --overwrite)", "--overwrite"),
     (r"\bcolumns= and label=", "--columns and --label", "--label"),
 ]
