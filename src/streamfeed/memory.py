@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
-from .errors import MemoryLimitError, describe
+from .errors import ArgumentError, MemoryLimitError, describe
 
 DEFAULT_MEMORY_LIMIT = 512 * 2**20
 DECODE_SHARE = 4
@@ -281,3 +282,49 @@ def peak_rss_bytes() -> int:
     import resource
 
     return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, rss_bytes())
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 10**3,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``512MB`` (10^6), ``512MiB`` or ``512M`` (2^20), ``1GiB``, ``2G``, or a plain byte count.
+
+    The one reading of sizes as people write them: the CLI's ``--memory-limit``
+    and ``--fragment-bytes``, and ``with_options(memory_limit="1GiB")``.
+    Raises :class:`ArgumentError` for anything else, and for less than one byte.
+    """
+    match = _SIZE.match(text)
+    unit = match.group("unit").lower() if match else None
+    if match is None or unit not in _SIZE_UNITS:
+        raise ArgumentError(
+            describe(
+                "Not a size",
+                expected="a number of bytes with an optional unit, such as 512MB, 512MiB, 1GiB or 2G",
+                found=repr(text),
+            )
+        )
+    size = float(match.group("number")) * _SIZE_UNITS[unit]
+    if size < 1 or size != int(size):
+        raise ArgumentError(
+            describe(
+                "Not a size", expected="a whole number of bytes, at least 1, such as 512MB or 1GiB", found=repr(text)
+            )
+        )
+    return int(size)

@@ -9,10 +9,10 @@ user did not choose one (a batch of 1,024 decoded images alone is 588 MiB).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any, Mapping
 
+from .. import memory
 from ..errors import ArgumentError, MemoryLimitError, SchemaError, UnknownNameError, describe
 from ..sources.detect import FORMATS
 from ..sources.names import served_name
@@ -21,45 +21,13 @@ DEFAULT_BATCH_SIZE = 1024
 NULL_FORMATS = ("parquet", "csv")  # the readers with a null policy and a column projection by name
 FRAGMENT_BYTES_FORMATS = ("csv", "tfrecord")  # the readers cut into byte ranges by ``fragment_bytes``
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kb": 10**3,
-    "kib": 2**10,
-    "m": 2**20,
-    "mb": 10**6,
-    "mib": 2**20,
-    "g": 2**30,
-    "gb": 10**9,
-    "gib": 2**30,
-    "t": 2**40,
-    "tb": 10**12,
-    "tib": 2**40,
-}
-_SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[a-z]*)\s*$", re.IGNORECASE)
-
 
 def parse_size(text: str) -> int:
-    """Bytes from ``512MB`` (10^6), ``512MiB`` or ``512M`` (2^20), ``1GiB``, ``2G``, or a plain byte count."""
-    match = _SIZE.match(text)
-    unit = match.group("unit").lower() if match else None
-    if match is None or unit not in _UNITS:
-        raise argparse.ArgumentTypeError(
-            describe(
-                "Not a size",
-                expected="a number of bytes with an optional unit, such as 512MB, 512MiB, 1GiB or 2G",
-                found=repr(text),
-            )
-        )
-    size = float(match.group("number")) * _UNITS[unit]
-    if size < 1 or size != int(size):
-        raise argparse.ArgumentTypeError(
-            describe(
-                "Not a size", expected="a whole number of bytes, at least 1, such as 512MB or 1GiB", found=repr(text)
-            )
-        )
-    return int(size)
+    """:func:`streamfeed.memory.parse_size` for argparse's ``type=`` (whose error it must raise to be shown)."""
+    try:
+        return memory.parse_size(text)
+    except ArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def names(text: str | None) -> list[str]:

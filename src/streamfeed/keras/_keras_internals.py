@@ -277,3 +277,33 @@ def class_weight_for_caller(depth: int = 8) -> Any:
             return _class_weights.get(owner)
         frame, depth = frame.f_back, depth - 1
     return None
+
+
+# ------------------------------------------- the epochs the running fit has left
+# What. :func:`epochs_after_this` is how many epochs the running ``fit`` will still run after the
+# one beginning: ``epochs - 1 - epoch``, the two locals of the backend's ``fit`` loop
+# (``for epoch in range(initial_epoch, epochs)``, the same on TensorFlow, JAX and PyTorch).
+# Why internals: Keras gives ``epochs`` to callbacks (``params``) but not to a data adapter, and
+# the adapter's early start of the next epoch must not read an epoch ``fit`` never runs (issue 28:
+# a one-epoch fit read ~0.6 GB for nothing, then waited for those reads when it returned).
+# How: from the ``_enumerate_iterator`` frame beginning the epoch (as above), the nearest ``fit``
+# frame of a ``keras.Model`` above it: a validation ``evaluate`` inside ``fit`` gets the ``fit``'s
+# epochs left. None outside ``fit`` (``evaluate``, ``predict``: one epoch per call), during
+# ``fit``'s peek (before its loop) and if this Keras has no such locals: no early start then.
+FIT_METHOD, EPOCH_LOCAL, EPOCHS_LOCAL = "fit", "epoch", "epochs"
+
+
+def epochs_after_this() -> int | None:
+    """Epochs the running ``fit`` runs after the one beginning (on the call stack), or None if unknown."""
+    import keras
+
+    code = enumerate_code()
+    frame: FrameType | None = sys._getframe(1)
+    while code is not None and frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    while frame is not None:
+        if frame.f_code.co_name == FIT_METHOD and isinstance(frame.f_locals.get("self"), keras.Model):
+            epoch, epochs = frame.f_locals.get(EPOCH_LOCAL), frame.f_locals.get(EPOCHS_LOCAL)
+            return max(0, epochs - 1 - epoch) if isinstance(epoch, int) and isinstance(epochs, int) else None
+        frame = frame.f_back
+    return None

@@ -46,6 +46,7 @@ from ._keras_internals import (
     called_from_epoch_reset,
     class_weight_for_caller,
     data_adapter_base,
+    epochs_after_this,
     note_class_weight,
     set_epoch_steps,
 )
@@ -172,6 +173,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         # The next epoch, started while this one's last unit is served (see _start_successor).
         self._successor: EpochIterator | None = None
         self._driver: _Driver | None = None  # the Keras epoch iterator running the epochs, while it lives
+        # Epochs the running fit runs after the one being served (None: unknown, or not under fit): see _serve.
+        self._epochs_after: int | None = None
         self.epochs_started_early = 0  # epochs served by a successor: read while the one before was trained
         self._begun = False
         self._served = 0
@@ -207,8 +210,15 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """The epoch's next batch as Keras takes it; keeps the state after it."""
         stream = self._stream if self._stream is not None else self._open(begun=False)
         batch, state = self._replay.popleft() if self._replay else self._read(stream)
-        # Not during a peek (JAX and torch peek at one batch through on_epoch_begin, then restart the epoch).
-        if self._successor is None and self._served >= _PEEK_BATCHES and stream.reads_done and self._driven():
+        # Not during a peek (JAX and torch peek at one batch through on_epoch_begin, then restart the epoch),
+        # and never past the last epoch fit runs: that read would be for nothing, and waited for at fit's return.
+        if (
+            self._successor is None
+            and self._epochs_after
+            and self._served >= _PEEK_BATCHES
+            and stream.reads_done
+            and self._driven()
+        ):
             self._start_successor(stream)
         self._states[self._served] = state
         if len(self._states) > _KEEP_STATES:
@@ -305,6 +315,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         self._stop_feed()
         check_workers_agree(self._epoch, self._num_batches, self._start, jax_gather())
         self._follow(beginning_epoch_iterator())
+        self._epochs_after = epochs_after_this()
         self._open(begun=True)
         # Keras fixed its step count when fit began, before a checkpoint
         # restored a mid-epoch state: a resumed epoch is shorter, and Keras
@@ -314,6 +325,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def on_epoch_end(self) -> None:
         self._stop_feed()  # served in full (its thread is ending), or abandoned: no batch is served after this
+        self._epochs_after = None  # until Keras begins another epoch
         complete = self._begun and self._stream is not None and self._served == self.num_batches
         # A peek (JAX, PyTorch) of a one-batch epoch looks complete: see _keras_internals.
         complete = complete and not called_from_epoch_reset()
@@ -365,10 +377,16 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         Measured (JAX, 1 M rows in one 16-fragment unit, shuffled): the model
         waited 1.0 s at each epoch's start while the unit was read and
         loaded; started here, 0.0-0.1 s. The two epochs share one pair of unit
-        buffers (the memory layout's). Keras does not say which epoch is its
-        last: after the last one of a ``fit`` or ``evaluate`` the early start
-        is discarded (at most one read unit read for nothing) and closed when
-        Keras drops its epoch iterator (``_Driver``).
+        buffers (the memory layout's). Only while the running ``fit`` has
+        epochs left (:func:`._keras_internals.epochs_after_this`): past its
+        last epoch, and under ``evaluate`` or ``predict`` (one epoch per
+        call), the early start was read for nothing (issue 28: up to 67 row
+        groups, ~0.6 GB, of a one-epoch fit) and stopped only when Keras
+        dropped its epoch iterator, in ``fit``'s return, which then waited
+        for the start's producer and its reads in flight. An early start
+        that is not used (``fit`` stopped early, a validation skipped by
+        ``validation_freq``) is still closed when Keras drops its epoch
+        iterator (``_Driver``).
         """
         self._successor = stream.successor(self.dataset.initial_state(self._epoch + 1))
 

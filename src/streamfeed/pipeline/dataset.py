@@ -50,7 +50,7 @@ from ..runtime.spec import EpochSpec, Op
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
 from .resolve import LanePositions, Resolution
-from .settings import Settings
+from .settings import Settings, memory_limit_bytes
 
 if TYPE_CHECKING:
     from ..keras.adapter import KerasDataset
@@ -208,12 +208,17 @@ class Dataset(Settings):
     def with_options(
         self,
         *,
-        memory_limit: int | None = None,
+        memory_limit: int | str | None = None,
         read_threads: int | None = None,
         metrics: "bool | StageMetrics | None" = None,
         autotune: "bool | Autotune | None" = None,
     ) -> "Dataset":
-        """Sets the memory limit (bytes) that sizes every buffer, and read threads.
+        """Sets the memory limit that sizes every buffer, and read threads.
+
+        ``memory_limit`` is bytes, or a size as the CLI's ``--memory-limit``
+        takes it: ``"512MiB"`` or ``"512M"`` (2^20), ``"1GB"`` (10^9),
+        ``"2G"``; anything else, and less than one byte, raises
+        :class:`~streamfeed.errors.ArgumentError` here.
 
         These are machine settings: they size buffers and threads, never what
         is served or in which order (a state saved under one limit restores
@@ -233,7 +238,7 @@ class Dataset(Settings):
         ``dataset.autotune.report()`` or :meth:`EpochIterator.tuning`.
         """
         return self._with(
-            memory_limit=self.memory_limit if memory_limit is None else int(memory_limit),
+            memory_limit=self.memory_limit if memory_limit is None else memory_limit_bytes(memory_limit),
             read_threads=self.read_threads if read_threads is None else int(read_threads),
             metrics=self.metrics if metrics is None else metrics,
             autotune=self.autotune if autotune is None else resolve_autotune(autotune),

@@ -9,11 +9,13 @@ describes what is served and in which order.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..core import Source
-from ..errors import BadInputReport, OnError
+from ..errors import ArgumentError, BadInputReport, OnError, describe
+from ..memory import parse_size
 from ..plan import Remainder
 from ..runtime.autotune import Autotune
 from ..runtime.batch import LastBatch
@@ -63,3 +65,32 @@ class Settings:
     @property
     def shuffled(self) -> bool:
         return self.seed is not None
+
+
+def memory_limit_bytes(value: object) -> int:
+    """``with_options(memory_limit=...)`` in bytes: a whole byte count, or a size as the CLI takes it.
+
+    ``"512MiB"``, ``"1GB"``, ``"2G"`` (:func:`streamfeed.memory.parse_size`,
+    the CLI's ``--memory-limit``); a number of bytes (an integral float too,
+    ``1e9``). Anything else, and less than one byte, is refused here, naming
+    the value, rather than by ``int()`` or as a limit below zero much later.
+    """
+    size: int | None = None
+    if isinstance(value, str):
+        try:
+            size = parse_size(value)
+        except ArgumentError:
+            size = None
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        size = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        size = int(value)
+    if size is None or size < 1:
+        raise ArgumentError(
+            describe(
+                "with_options(memory_limit=...) is not a size",
+                expected="a positive number of bytes, or a size with a unit such as 512MB, 512MiB, 1GiB or 2G",
+                found=repr(value),
+            )
+        )
+    return size
