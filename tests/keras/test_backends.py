@@ -144,8 +144,8 @@ def test_fit_evaluate_predict(runs, backend):
     fit = part(runs.basic(backend), "fit")
     assert fit["len"] == NUM_BATCHES == 27
     assert len(fit["epochs"]) == 3
-    # The second and third epochs were read while the one before trained, and the early start of the
-    # epoch fit never asked for stopped when fit returned.
+    # The second and third epochs were read while the one before trained, and no epoch was started
+    # past the last one fit runs.
     assert fit["epochs_started_early"] == 2
     assert fit["threads_after_fit"] == []
     for epoch, record in enumerate(fit["epochs"]):

@@ -190,8 +190,9 @@ def beginning_epoch_iterator() -> Any:
     The adapter starts the next epoch's reads early only for an iterator
     that has already completed an epoch (``fit``'s later epochs, a reused
     validation iterator), and stops that early start when the iterator is
-    collected (``fit`` returned): Keras tells a data adapter neither how
-    many epochs it will run nor when it is done.
+    collected (``fit`` returned): Keras does not tell a data adapter when
+    it is done; how many epochs ``fit`` has left is read by
+    :func:`epochs_after_this`.
     """
     code = enumerate_code()
     frame: FrameType | None = sys._getframe(1)
