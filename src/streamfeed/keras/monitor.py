@@ -26,8 +26,8 @@ never makes it wait (issue 28: 0.0-0.4 % wait on 2 cores, at 0.37-0.47x
 the model's in-memory rate). The monitor samples the CPU time of the
 pipeline's own threads (``runtime/cpu.py``; every ``CPU_SAMPLE_SECONDS``,
 from ``on_train_batch_end``: 0.19 ms per sample measured with the 12
-threads of a TensorFlow fit on 2 cores) and reports it as a share of the epoch's wall time x the cores;
-when the cores are busy and the pipeline takes a large share of them
+threads of a TensorFlow fit on 2 cores) and reports it as a share of the
+epoch's wall time x the cores; when the cores are busy and the pipeline takes a large share of them
 (``runtime.cpu.cores_verdict``) it says so, with a warning.
 """
 
