@@ -19,12 +19,20 @@ model is the limit and the data waits. When the reads set the pace,
 network (the reads' CPU share, the cores the process keeps busy, and how
 many of the bytes read the storage device served rather than the page
 cache); ``doctor`` says the same from the same function.
+
+Beside the stages, the CPU (``runtime/cpu.py``): the CPU time of the
+pipeline's own threads as a share of the run's wall time x the cores, and
+the process's. With a model whose training barely waits, the pipeline may
+still be what slows it, by taking the cores: when the process keeps the
+cores busy and the pipeline takes a large share of them
+(``runtime.cpu.cores_verdict``) the verdict is that the cores are the
+limit, with the pipeline's share of them.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -34,11 +42,13 @@ from .errors import ArgumentError, describe
 from .files.storage import is_remote, storage_counters
 from .inspect.progress import Advance
 from .inspect.progress import progress as progress_bar
+from .runtime.cpu import CPUSample, PipelineCPU, cores_verdict, share_between, usable_cores
 from .runtime.metrics import StageMetrics
 
 logger = logging.getLogger("streamfeed")
 MODEL_BOUND_WAIT_SHARE = 0.2  # below this share of step time waiting, the model sets the pace
 IO_BOUND_CPU_RATIO = 0.5  # reads using less CPU than this share of their wall time wait on I/O
+CPU_SAMPLE_SECONDS = 0.25  # how often the pipeline's threads' CPU time is sampled while batches are drained
 CORES_BUSY = 0.6  # above this share of all cores used by the process, reads wait for CPU rather than I/O
 # Reads off the CPU wait on the disk only when the disk served their bytes: of what the process read during the
 # run (/proc/self/io rchar), the share fetched from the device (read_bytes). A file just written or read is in the
@@ -76,6 +86,11 @@ class BenchReport:
     storage: dict[str, int] | None = None  # object storage opened with storage_options: requests, retries, bytes
     read_limit: str | None = None  # with reads the limit: "decode", "disk" or "network" (:func:`read_limit`)
     storage_share: float | None = None  # of the bytes read, the share the storage device served (None: unknown)
+    # CPU over (the run's wall time x cpu_count): the pipeline's own threads' (None: not measured, no /proc) and the
+    # whole process's (with a model, over training's epochs: runtime/cpu.py)
+    pipeline_cpu_seconds: float | None = None
+    pipeline_cpu_share: float | None = None
+    process_cpu_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +158,7 @@ class BenchReport:
                 f"storage: {self.storage['requests']:,} requests ({self.storage['retries']:,} retries), "
                 f"{self.storage['bytes'] / MIB:,.1f} MiB fetched, {self.storage['cache_hits']:,} ranges from the cache"
             )
+        lines.append(self.cpu_line())
         if self.model is not None:
             lines.append(
                 f"model: {self.model['steps']:.0f} steps, "
@@ -152,6 +168,16 @@ class BenchReport:
         verdict = Text.assemble(("verdict: ", "bold"), (self.verdict, "bold yellow"))
         advice = [Text(f"  - {line}") for line in self.advice]
         return Group(head, table, *[Text(line) for line in lines], verdict, *advice)
+
+    def cpu_line(self) -> str:
+        """The pipeline's and the process's CPU as shares of the cores, in one line."""
+        process = "" if self.process_cpu_share is None else f"; the whole process {self.process_cpu_share:.0%}"
+        if self.pipeline_cpu_share is None:
+            return f"CPU: the pipeline's threads not measured (needs Linux /proc){process} of {self.cpu_count} cores"
+        return (
+            f"CPU: the pipeline's threads kept {self.pipeline_cpu_share:.0%} of the {self.cpu_count} cores busy "
+            f"({self.pipeline_cpu_seconds:,.1f} CPU s){process}"
+        )
 
 
 _STAGE_LABELS = {
@@ -199,9 +225,12 @@ def bench(
     if counters is not None:
         metrics.watch_storage(counters)
     io_before = process_io()
+    cpu, run_cpu = PipelineCPU(), None
     with progress_bar(max_batches, "bench", unit="batches", enabled=progress) as advance:
         if model is None:
-            batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, advance), None)
+            cpu_before = cpu.sample()
+            batches, rows, model_stats = (*_drain(dataset, metrics, seconds, max_batches, advance, cpu), None)
+            run_cpu = _run_cpu(cpu_before, cpu.sample())
         else:
             if label is None:
                 raise ArgumentError(describe("bench(model=...) needs the label column", fix="pass label=..."))
@@ -209,7 +238,35 @@ def bench(
             batches, rows, model_stats = _fit(dataset, metrics, model, label, features, list(callbacks), *bounds)
     snap = metrics.snapshot()
     snap["storage_share"] = _storage_share(io_before, process_io())
+    snap["cpu"] = run_cpu if run_cpu is not None else _fit_cpu(model_stats)
     return _report(dataset, snap, batches, rows, model_stats)
+
+
+def _run_cpu(before: CPUSample | None, after: CPUSample | None) -> dict[str, float | None]:
+    """The drained run's CPU between two samples: seconds and shares of wall time x the usable cores."""
+    if before is None or after is None:
+        return {"pipeline_cpu_seconds": None, "pipeline_cpu_share": None, "process_cpu_share": None}
+    share = share_between(before, after, after.wall - before.wall)
+    return {
+        "pipeline_cpu_seconds": share.pipeline_seconds,
+        "pipeline_cpu_share": share.pipeline_share,
+        "process_cpu_share": share.process_share,
+    }
+
+
+def _fit_cpu(model_stats: dict[str, Any] | None) -> dict[str, float | None]:
+    """Training's CPU, as its InputStallMonitor measured it over the epochs (after the warm-up's compile)."""
+    stats = model_stats or {}
+    pipeline, process, wall = (
+        stats.get(name, math.nan) for name in ("pipeline_cpu_seconds", "process_cpu_seconds", "seconds")
+    )
+    cores = usable_cores()
+    measured = not math.isnan(pipeline) and wall > 0
+    return {
+        "pipeline_cpu_seconds": pipeline if measured else None,
+        "pipeline_cpu_share": pipeline / (wall * cores) if measured else None,
+        "process_cpu_share": process / (wall * cores) if wall > 0 and not math.isnan(process) else None,
+    }
 
 
 def process_io() -> tuple[int, int] | None:
@@ -272,7 +329,7 @@ def read_limit(evidence: ReadEvidence) -> str:
 
 
 def _drain(
-    dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int | None, advance: Advance
+    dataset: Any, metrics: StageMetrics, seconds: float, max_batches: int | None, advance: Advance, cpu: PipelineCPU
 ) -> tuple[int, int]:
     batches = rows = epoch = 0
     deadline = time.perf_counter() + seconds if seconds > 0 else float("inf")
@@ -281,6 +338,7 @@ def _drain(
             for batch in stream:
                 batches, rows = batches + 1, rows + chunk_len(batch)
                 advance()
+                cpu.sample_every(CPU_SAMPLE_SECONDS)  # the epoch's threads end with it: seen while they run
                 if (max_batches and batches >= max_batches) or time.perf_counter() >= deadline:
                     return batches, rows
         if batches == 0:
@@ -329,6 +387,8 @@ def _fit(
         "input_wait_share": wait / wall if wall else 0.0,
         "steps_per_second": steps_done / wall if wall else 0.0,
         "rows_per_second": rows / wall if wall else 0.0,
+        "pipeline_cpu_seconds": sum(epoch["pipeline_cpu_seconds"] for epoch in epochs_run),  # NaN: not measured
+        "process_cpu_seconds": sum(epoch["process_cpu_seconds"] for epoch in epochs_run),
     }
     return steps_done, rows, stats
 
@@ -337,7 +397,7 @@ def _report(dataset: Any, snap: dict[str, Any], batches: int, rows: int, model_s
     # with a model, throughput is training's (fit's epochs); stage shares stay relative to the pipeline's wall
     wall = max(model_stats["seconds"] if model_stats else snap["wall_seconds"], 1e-9)
     stages, threads = snap["stages"], int(snap["layout"].get("read_threads", 1))
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     read_bytes = int(stages["read"]["bytes"])
     bottleneck, verdict, advice, limit = _verdict(dataset, snap, threads, cores, model_stats)
     return BenchReport(
@@ -365,6 +425,7 @@ def _report(dataset: Any, snap: dict[str, Any], batches: int, rows: int, model_s
         storage=snap.get("storage"),
         read_limit=limit,
         storage_share=snap.get("storage_share"),
+        **snap["cpu"],
     )
 
 
@@ -381,6 +442,22 @@ def _verdict(
             f"peak RSS {snap['peak_rss_bytes'] / MIB:,.0f} MiB exceeds memory_limit "
             f"{snap['memory_limit_bytes'] / MIB:,.0f} MiB (RSS includes Python, the framework and the model)"
         )
+    cpu = snap.get("cpu") or {}
+    if model_stats is not None and cpu.get("pipeline_cpu_share") is not None:
+        cores_limit = cores_verdict(
+            wait_share=model_stats["input_wait_share"],
+            pipeline_share=cpu["pipeline_cpu_share"],
+            process_share=cpu["process_cpu_share"],
+            cores=cores,
+        )
+        if cores_limit is not None:
+            advice.insert(
+                0,
+                f"training waited for input only {model_stats['input_wait_share']:.0%} of step time, yet the "
+                f"pipeline's threads took {cpu['pipeline_cpu_share']:.0%} of the cores: a cheaper pipeline gives "
+                "the model those cores (run without a model for the stage that costs most)",
+            )
+            return "cores", cores_limit, advice, None
     if model_stats is not None and model_stats["input_wait_share"] < MODEL_BOUND_WAIT_SHARE:
         advice.insert(
             0,

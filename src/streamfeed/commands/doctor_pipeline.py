@@ -5,7 +5,9 @@ fast as they come) with the run-time autotuner on
 (``with_options(autotune=True)``, ``runtime/autotune.py``) unless the user
 fixed ``--read-threads``: rows/s, read threads and how busy they were, the
 stage that sets the pace, the buffers against the memory limit, and the
-settings the autotuner reached. Its own module because it is the one place
+settings the autotuner reached, and the share of the cores the pipeline's
+own threads kept busy at that rate (``runtime/cpu.py``): cores a model
+training beside it could not use. Its own module because it is the one place
 where the doctor reads the autotuner's report and turns it into a repair.
 """
 
@@ -53,12 +55,15 @@ def tuning_finding(dataset: Any, seconds: float, *, progress: bool | None = Fals
         "memory_limit_bytes": report.memory_limit_bytes,
         "peak_rss_bytes": report.peak_rss_bytes,
         "layout": report.layout,
+        "pipeline_cpu_seconds": report.pipeline_cpu_seconds,
+        "pipeline_cpu_share": report.pipeline_cpu_share,
+        "process_cpu_share": report.process_cpu_share,
     }
     summary = (
         f"the pipeline delivers {count(report.rows_per_second)} rows/s with {threads} read thread"
         f"{'s' if threads != 1 else ''} ({cores} cores); read threads busy {busy:.0%}: {_bound(report)}; "
         f"buffers {report.layout.get('estimated_bytes', 0) / MIB:,.0f} MiB of the "
-        f"{report.memory_limit_bytes / MIB:,.0f} MiB memory limit"
+        f"{report.memory_limit_bytes / MIB:,.0f} MiB memory limit; {_cpu(report)}"
     )
     if tuning is not None:
         measured["autotune"] = tuning.to_dict()
@@ -108,3 +113,13 @@ def _bound(report: Any) -> str:
     if report.bottleneck == "read":  # bench's call, diagnostics.read_limit: one rule for both commands
         return f"{report.read_limit}-bound"
     return {"assemble": "shuffle-bound", "batch": "batching-bound"}.get(report.bottleneck, report.verdict)
+
+
+def _cpu(report: Any) -> str:
+    """The share of the cores the pipeline's threads took at the rate measured: what a model could not use."""
+    if report.pipeline_cpu_share is None:
+        return "the pipeline's CPU share not measured (needs Linux /proc)"
+    return (
+        f"at that rate its threads keep {report.pipeline_cpu_share:.0%} of the {report.cpu_count} cores busy, "
+        "cores a model training beside it cannot use"
+    )
