@@ -59,7 +59,6 @@ reason, the layout's estimated bytes); :meth:`Autotune.report` is what
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -67,6 +66,7 @@ from typing import Callable
 
 from ..errors import ArgumentError, describe
 from ..memory import Layout
+from .cpu import usable_cores
 from .tuning import Budget, Decision, Settings, TuningReport, size_text
 
 WAIT_HIGH = 0.10  # consumer waiting above this share of the interval: more parallelism
@@ -77,11 +77,6 @@ READ_BOUND = 0.05  # producer waiting for the next fragment above this share: th
 MIN_GAIN = 0.05  # a raise of read threads must raise the batch rate this much, or it is undone
 CPU_BOUND = 1 / 3  # reads on the CPU more than this share of their time: no more threads than cores
 MAX_DECISIONS = 512  # kept per Autotune (the oldest are dropped beyond it)
-
-
-def _usable_cores() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 class Autotune:
@@ -126,7 +121,7 @@ class Autotune:
                 )
         self.interval_seconds = float(interval_seconds)
         self.interval_batches = int(interval_batches)
-        self.cores = int(cores) if cores is not None else _usable_cores()
+        self.cores = int(cores) if cores is not None else usable_cores()
         self.max_threads = int(max_threads) if max_threads is not None else 4 * self.cores
         self.max_prefetch = int(max_prefetch)
         self._lock = threading.Lock()
