@@ -90,6 +90,7 @@ def worker(args: argparse.Namespace) -> None:
             "read_bytes": io_after["read_bytes"] - io_before["read_bytes"],
             "rchar": io_after["rchar"] - io_before["rchar"],
             "cpu_s": cpu,
+            "major_faults": cpu_after.ru_majflt - cpu_before.ru_majflt,  # pages of mapped files (libraries) read
             "peak_rss": C.peak_rss(),
             "streamfeed": sf.__file__,
         }
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--approaches", default=",".join(APPROACHES), help="comma-separated, among " + ", ".join(APPROACHES))
     p.add_argument("--warm", action="store_true", help="also run each approach with a warm cache (no cgroup)")
+    p.add_argument("--warm-only", action="store_true", help="only the warm-cache runs (what a change costs in cache)")
     p.add_argument("--baseline-src", help="also run every approach with PYTHONPATH=this (the code before a change)")
     p.add_argument("--repeat", type=int, default=1, help="runs of each measurement")
     p.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
@@ -249,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = [None] + ([args.baseline_src] if args.baseline_src else [])
     results = []
     for _ in range(args.repeat):
-        for cold in (True, False) if args.warm else (True,):
+        for cold in (False,) if args.warm_only else (True, False) if args.warm else (True,):
             for approach in args.approaches.split(","):
                 for src in sources:
                     result = run(args, approach, path, cold, src)

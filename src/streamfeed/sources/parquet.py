@@ -34,6 +34,7 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
+from ..files.advice import ByteRange, coalesce, random_access
 from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ..files.paths import PathLike, file_digest, file_stats, resolve_files
 from ..files.schema import unify
@@ -47,6 +48,7 @@ STREAMFEED_METADATA = b"streamfeed"  # the schema metadata key of what ``streamf
 METADATA_VERSION = 1
 # pre_buffer=False: pyarrow's pre-buffering made RSS grow with the file (measured)
 _SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=False)
+_FORMAT = pads.ParquetFileFormat()
 # remote files: pre-buffering coalesces a row group's column chunks into one ranged request (pyarrow's S3
 # client made one request per column chunk without it, ~7 per row group measured); it holds one row group
 _REMOTE_SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=True)
@@ -68,6 +70,7 @@ class ParquetFragment:
     _policy: ColumnPolicy
     _missing: frozenset[str]
     _remote: bool = False
+    _ranges: tuple[ByteRange, ...] = ()  # local files: the column chunks read, requested at once (files/advice.py)
     _stamps: Stamps = stamps_field()
 
     def __post_init__(self) -> None:
@@ -88,13 +91,14 @@ class ParquetFragment:
         locate = self._row_before_filter if self._filter is not None else None
         where = Where(self.path, self.row_group, self.first_row, self._missing, locate)
         try:
-            table = self._fragment.to_table(
-                schema=self._schema,
-                columns=list(self._columns),
-                filter=self._filter,
-                use_threads=False,  # fragments are read in parallel already
-                fragment_scan_options=_REMOTE_SCAN_OPTIONS if self._remote else _SCAN_OPTIONS,
-            )
+            if self._remote:
+                table = self._table(self._fragment, _REMOTE_SCAN_OPTIONS)
+            else:  # read-ahead off, the chunks asked for at once: a shuffled order reads each byte once (advice.py)
+                with random_access(self.path, self._ranges) as handle:
+                    fragment = _FORMAT.make_fragment(
+                        handle, partition_expression=self._fragment.partition_expression, row_groups=[self.row_group]
+                    )
+                    table = self._table(fragment, _SCAN_OPTIONS)
         except (pa.ArrowException, OSError) as exc:
             raise CorruptFileError(
                 describe(
@@ -115,6 +119,15 @@ class ParquetFragment:
                 )
             )
         return table_to_chunk(table, self._policy, where)
+
+    def _table(self, fragment: Any, options: Any) -> pa.Table:
+        return fragment.to_table(
+            schema=self._schema,
+            columns=list(self._columns),
+            filter=self._filter,
+            use_threads=False,  # fragments are read in parallel already
+            fragment_scan_options=options,
+        )
 
     def _row_before_filter(self, index: int) -> int:
         """The row of this row group that is row ``index`` of its filtered table.
@@ -411,6 +424,7 @@ class ParquetSource:
         policy: ColumnPolicy,
     ) -> list[ParquetFragment]:
         fragments = []
+        remote = is_remote(self.filesystem)
         for path, fragment in good:
             metadata = fragment.metadata
             first = 0
@@ -436,11 +450,32 @@ class ParquetSource:
                             _filter=self._filter,
                             _policy=policy,
                             _missing=missing.get(path, frozenset()),
-                            _remote=is_remote(self.filesystem),
+                            _remote=remote,
+                            _ranges=() if remote else self._chunk_ranges(metadata, group),
                         )
                     )
                 first += rows
         return fragments
+
+    def _chunk_ranges(self, metadata: Any, group: int) -> tuple[ByteRange, ...]:
+        """The byte ranges of a row group's column chunks that a read fetches, coalesced.
+
+        The projected columns' chunks only (a column left out is a gap left
+        unread). With a filter the columns it reads are not known here
+        (pyarrow's expressions do not list them), so none are asked for
+        ahead: each chunk is then read when pyarrow reads it.
+        """
+        if self._filter is not None:
+            return ()
+        wanted = set(self._columns)
+        rg = metadata.row_group(group)
+        ranges = []
+        for i in range(rg.num_columns):
+            column = rg.column(i)
+            if column.path_in_schema.split(".")[0] in wanted:
+                start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+                ranges.append((start, column.total_compressed_size))
+        return coalesce(ranges)
 
     def _row_bytes(self, good: Sequence[tuple[str, Any]]) -> float:
         """Decoded bytes per row of the projected columns: the largest of any row group's footer.
