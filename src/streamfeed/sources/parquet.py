@@ -10,7 +10,7 @@ groups that fit the memory limit — ``streamfeed inspect`` warns otherwise.
 A local row group read out of file order (shuffled) is read without the
 kernel's read-ahead, its column chunks asked for at once (``files/advice.py``):
 read-ahead past it is evicted before its turn on data larger than memory
-(1.90x the file bytes read, now 1.00x); reads in file order keep it.
+(1.90x the file bytes read, now 1.03x); reads in file order keep it.
 
 Files written by ``streamfeed convert`` carry what the data means in their
 schema metadata (key :data:`STREAMFEED_METADATA`, JSON; see
