@@ -49,7 +49,11 @@ SCRIPT = str(Path(__file__).resolve())
 APPROACHES = {
     "streamfeed": "streamfeed, unshuffled",
     "streamfeed_shuffled": "streamfeed, shuffle(seed=1)",
+    "fit_streamfeed": "fit, streamfeed shuffle(seed=1)",
+    "fit_memory": "fit, NumPy in memory (the model's rate)",
 }
+FIT_APPROACHES = ("fit_streamfeed", "fit_memory")  # one epoch of the same Dense(16)->Dense(1), TensorFlow
+IN_MEMORY = ("fit_memory",)  # never in the cgroup: its data is in RAM by definition (the first --memory-rows rows)
 BYTES_PER_ROW = 33 * 4 + 8  # f0..f31 and y as float32, id as int64 (no dictionary, snappy barely compresses)
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 
@@ -69,6 +73,9 @@ def worker(args: argparse.Namespace) -> None:
     # a warm-up read of a small file pages in the libraries (the cache was dropped) before measuring
     for _ in sf.read_parquet(C.files(Path(args.warmup))).batch(C.BATCH):
         pass
+    if args.approach in FIT_APPROACHES:
+        fit_worker(args, sf)
+        return
     io_before, cpu_before, started = _io(), resource.getrusage(resource.RUSAGE_SELF), C.now()
     ds = sf.read_parquet(C.files(Path(args.path)))
     if args.approach == "streamfeed_shuffled":
@@ -92,6 +99,63 @@ def worker(args: argparse.Namespace) -> None:
             "cpu_s": cpu,
             "major_faults": cpu_after.ru_majflt - cpu_before.ru_majflt,  # pages of mapped files (libraries) read
             "peak_rss": C.peak_rss(),
+            "streamfeed": sf.__file__,
+        }
+    )
+
+
+def _model():  # the model of benchmarks/tabular.py: small, so the pipeline's cost shows
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((C.N_FEATURES,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse", steps_per_execution=32)
+    return model
+
+
+def fit_worker(args: argparse.Namespace, sf) -> None:
+    """One epoch of ``fit``: over the whole data through ``to_keras`` (shuffled), or over NumPy in memory."""
+    import numpy as np
+
+    if args.approach == "fit_memory":
+        # the first --memory-rows rows, loaded before the clock starts: what the model alone can take
+        batches = sf.read_parquet(C.files(Path(args.path)), columns=C.FEATURES + [C.LABEL]).batch(65_536)
+        parts, rows = [], 0
+        for batch in batches:
+            parts.append(batch)
+            rows += len(batch[C.LABEL])
+            if rows >= args.memory_rows:
+                break
+        x = np.column_stack([np.concatenate([part[name] for part in parts]) for name in C.FEATURES])
+        y = np.concatenate([part[C.LABEL] for part in parts])
+        inputs: tuple = (x, y)
+        options = {"batch_size": C.BATCH, "shuffle": True}
+    else:
+        ds = sf.read_parquet(C.files(Path(args.path))).shuffle(seed=1).batch(C.BATCH)
+        ds = ds.with_options(memory_limit=int(args.memory_limit))
+        inputs = (ds.to_keras(label=C.LABEL, features=C.FEATURES),)
+        options = {}
+    model = _model()
+    io_before, cpu_before, started = _io(), resource.getrusage(resource.RUSAGE_SELF), C.now()
+    history = model.fit(*inputs, epochs=1, verbose=0, **options)
+    ended = C.now()
+    io_after, cpu_after = _io(), resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    rows = len(inputs[1]) if args.approach == "fit_memory" else len(inputs[0]) * C.BATCH
+    C.emit(
+        {
+            "rows": rows,
+            "open_s": 0.0,
+            "epoch_s": ended - started,
+            "rows_per_s": rows / (ended - started),
+            "read_bytes": io_after["read_bytes"] - io_before["read_bytes"],
+            "rchar": io_after["rchar"] - io_before["rchar"],
+            "cpu_s": cpu,
+            "major_faults": cpu_after.ru_majflt - cpu_before.ru_majflt,
+            "peak_rss": C.peak_rss(),
+            "loss": float(history.history["loss"][-1]),
             "streamfeed": sf.__file__,
         }
     )
@@ -139,13 +203,17 @@ def drop_caches() -> bool:
 
 # =============================================================== the driver
 def run(args: argparse.Namespace, approach: str, path: Path, cold: bool, src: str | None) -> dict:
+    cold = cold and approach not in IN_MEMORY
     cgroup = make_cgroup(f"streamfeed-bench-{os.getpid()}", args.cgroup_limit * 2**20) if cold else None
-    env = {"PYTHONPATH": src} if src else None
+    env = {"PYTHONPATH": src} if src else {}
+    if approach in FIT_APPROACHES:
+        env["KERAS_BACKEND"] = "tensorflow"
     try:
         dropped = drop_caches() if cold else False
         if not cold:
             C.warm_cache(path)
         worker_args = ["--approach", approach, "--path", str(path), "--memory-limit", str(args.memory_limit)]
+        worker_args += ["--memory-rows", str(args.memory_rows)]
         worker_args += ["--warmup", str(C.generate(args.data_dir, C.ROW_GROUP))]
         if cgroup is not None:
             worker_args += ["--cgroup", str(cgroup)]
@@ -164,6 +232,7 @@ def report(results: list[dict], file_bytes: int, chunk_bytes: int, limit: int) -
     for r in results:
         name = APPROACHES[r["approach"]]
         cache = "cold, cgroup" if r["cold"] and r["cgroup"] else ("cold" if r["cold"] else "warm")
+        cache = "in RAM" if r["approach"] in IN_MEMORY else cache
         if "error" in r:
             rows.append([name, cache, r["src"], r["error"][:60]] + [""] * 5)
             continue
@@ -208,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-limit", default=str(512 * 2**20), help="the pipeline's memory_limit in bytes (default 512 MiB)"
     )
     p.add_argument("--approaches", default=",".join(APPROACHES), help="comma-separated, among " + ", ".join(APPROACHES))
+    p.add_argument(
+        "--memory-rows", type=int, default=4_000_000, help="rows fit_memory holds in RAM (default 4 000 000)"
+    )
     p.add_argument("--warm", action="store_true", help="also run each approach with a warm cache (no cgroup)")
     p.add_argument("--warm-only", action="store_true", help="only the warm-cache runs (what a change costs in cache)")
     p.add_argument("--baseline-src", help="also run every approach with PYTHONPATH=this (the code before a change)")
@@ -261,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     print(report(results, file_bytes, chunk_bytes, limit))
     print(f"\nread/file: disk bytes read (/proc/self/io read_bytes) / {file_bytes:,} file bytes; read/chunks: ")
     print(f"  / {chunk_bytes:,} column-chunk bytes (every column is read). CPU: user + system of the process.")
+    fits = {r["approach"]: r["rows_per_s"] for r in results if "error" not in r and r["approach"] in FIT_APPROACHES}
+    if len(fits) == 2:
+        print(
+            f"fit through streamfeed, shuffled, data {file_bytes / limit:.1f}x the cgroup: "
+            f"{fits['fit_streamfeed'] / fits['fit_memory']:.2f}x the model's in-memory rate (last runs)"
+        )
     print(f"# load average at end {os.getloadavg()[0]:.2f}")
     if args.out:
         args.out.write_text(json.dumps({"file_bytes": file_bytes, "chunk_bytes": chunk_bytes, "results": results}))
