@@ -78,10 +78,13 @@ def test_monitor_reports_the_pipelines_cpu_share_in_a_real_tensorflow_fit(tmp_pa
     assert len(result["epochs"]) == EPOCHS
     for epoch in result["epochs"]:
         assert {"pipeline_cpu_seconds", "pipeline_cpu_share", "process_cpu_share", "cores", "cores_limit"} <= set(epoch)
-        # 16 fragments burning 0.03 CPU s each in the read pool: measured, and no more than the process used
-        assert epoch["pipeline_cpu_seconds"] > 0.1, epoch
-        assert 0 < epoch["pipeline_cpu_share"] <= epoch["process_cpu_share"] + 1e-6, epoch
+        # no more than the process used; an epoch read ahead while the one before trained (the adapter's early
+        # start) may show none of its own: its reads' CPU fell in the epoch before (seen in a full-suite run)
+        assert 0 <= epoch["pipeline_cpu_share"] <= epoch["process_cpu_share"] + 1e-6, epoch
         assert isinstance(epoch["cores_limit"], bool)
+    # 16 fragments an epoch burning 0.03 CPU s each in the read pool: the first epoch's are in its window
+    assert result["epochs"][0]["pipeline_cpu_seconds"] > 0.1, result["epochs"]
+    assert sum(epoch["pipeline_cpu_seconds"] for epoch in result["epochs"]) > 0.5, result["epochs"]
     # the line beside the wait, every epoch
     assert len(result["infos"]) == EPOCHS, result["infos"]
     assert all("input pipeline" in line and "% of the" in line and "cores" in line for line in result["infos"])
