@@ -50,7 +50,7 @@ APPROACHES = {
     "streamfeed": "streamfeed, unshuffled",
     "streamfeed_shuffled": "streamfeed, shuffle(seed=1)",
     "fit_streamfeed": "fit, streamfeed shuffle(seed=1)",
-    "fit_memory": "fit, NumPy in memory (the model's rate)",
+    "fit_memory": "fit, in memory (the model's rate)",
 }
 FIT_APPROACHES = ("fit_streamfeed", "fit_memory")  # one epoch of the same Dense(16)->Dense(1), TensorFlow
 IN_MEMORY = ("fit_memory",)  # never in the cgroup: its data is in RAM by definition (the first --memory-rows rows)
@@ -115,50 +115,90 @@ def _model():  # the model of benchmarks/tabular.py: small, so the pipeline's co
     return model
 
 
-def fit_worker(args: argparse.Namespace, sf) -> None:
-    """One epoch of ``fit``: over the whole data through ``to_keras`` (shuffled), or over NumPy in memory."""
-    import numpy as np
+def _cpu(before, after) -> float:
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
+
+def fit_worker(args: argparse.Namespace, sf) -> None:
+    """One epoch of ``fit``: over the whole data through ``to_keras`` (shuffled), or the model's in-memory rate."""
     if args.approach == "fit_memory":
-        # the first --memory-rows rows, loaded before the clock starts: what the model alone can take
-        batches = sf.read_parquet(C.files(Path(args.path)), columns=C.FEATURES + [C.LABEL]).batch(65_536)
-        parts, rows = [], 0
-        for batch in batches:
-            parts.append(batch)
-            rows += len(batch[C.LABEL])
-            if rows >= args.memory_rows:
-                break
-        x = np.column_stack([np.concatenate([part[name] for part in parts]) for name in C.FEATURES])
-        y = np.concatenate([part[C.LABEL] for part in parts])
-        inputs: tuple = (x, y)
-        options = {"batch_size": C.BATCH, "shuffle": True}
-    else:
-        ds = sf.read_parquet(C.files(Path(args.path))).shuffle(seed=1).batch(C.BATCH)
-        ds = ds.with_options(memory_limit=int(args.memory_limit))
-        inputs = (ds.to_keras(label=C.LABEL, features=C.FEATURES),)
-        options = {}
+        C.emit(_fit_in_memory(args, sf))
+        return
+    ds = sf.read_parquet(C.files(Path(args.path))).shuffle(seed=1).batch(C.BATCH)
+    train = ds.with_options(memory_limit=int(args.memory_limit)).to_keras(label=C.LABEL, features=C.FEATURES)
     model = _model()
     io_before, cpu_before, started = _io(), resource.getrusage(resource.RUSAGE_SELF), C.now()
-    history = model.fit(*inputs, epochs=1, verbose=0, **options)
-    ended = C.now()
-    io_after, cpu_after = _io(), resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
-    rows = len(inputs[1]) if args.approach == "fit_memory" else len(inputs[0]) * C.BATCH
+    history = model.fit(train, epochs=1, verbose=0)
+    seconds = C.now() - started
+    io_after = _io()
+    rows = len(train) * C.BATCH
     C.emit(
         {
             "rows": rows,
             "open_s": 0.0,
-            "epoch_s": ended - started,
-            "rows_per_s": rows / (ended - started),
+            "epoch_s": seconds,
+            "rows_per_s": rows / seconds,
             "read_bytes": io_after["read_bytes"] - io_before["read_bytes"],
             "rchar": io_after["rchar"] - io_before["rchar"],
-            "cpu_s": cpu,
-            "major_faults": cpu_after.ru_majflt - cpu_before.ru_majflt,
+            "cpu_s": _cpu(cpu_before, resource.getrusage(resource.RUSAGE_SELF)),
+            "major_faults": resource.getrusage(resource.RUSAGE_SELF).ru_majflt - cpu_before.ru_majflt,
             "peak_rss": C.peak_rss(),
             "loss": float(history.history["loss"][-1]),
             "streamfeed": sf.__file__,
         }
     )
+
+
+def _fit_in_memory(args: argparse.Namespace, sf) -> dict:
+    """The model's ceiling as ``benchmarks/tabular.py`` takes it: the faster of NumPy and a ``PyDataset`` over memory.
+
+    On the first ``--memory-rows`` rows, loaded before the clock starts.
+    """
+    import numpy as np
+
+    from tabular import make_pydatasets
+
+    parts, rows = [], 0
+    for batch in sf.read_parquet(C.files(Path(args.path)), columns=C.FEATURES + [C.LABEL]).batch(65_536):
+        parts.append(batch)
+        rows += len(batch[C.LABEL])
+        if rows >= args.memory_rows:
+            break
+    x = np.column_stack([np.concatenate([part[name] for part in parts]) for name in C.FEATURES])
+    y = np.concatenate([part[C.LABEL] for part in parts])
+    import keras
+
+    class SecondEpoch(keras.callbacks.Callback):
+        """Times the second epoch: the model's steady rate, its first epoch's tracing left out (4 M rows are
+        a few seconds, where tracing is one; the streamed fit's 28 M rows make it small there)."""
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.cpu, self.started = resource.getrusage(resource.RUSAGE_SELF), C.now()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds, self.cpu_s = C.now() - self.started, _cpu(self.cpu, resource.getrusage(resource.RUSAGE_SELF))
+
+    _, memory_pydataset = make_pydatasets()
+    best: dict = {}
+    for ceiling, inputs, options in (
+        ("numpy", (x, y), {"batch_size": C.BATCH, "shuffle": True}),
+        ("pydataset", (memory_pydataset(x, y),), {}),
+    ):
+        timer = SecondEpoch()
+        _model().fit(*inputs, epochs=2, verbose=0, callbacks=[timer], **options)
+        if not best or timer.seconds < best["epoch_s"]:
+            best = {"epoch_s": timer.seconds, "cpu_s": timer.cpu_s, "ceiling": f"{ceiling}, second epoch"}
+    return {
+        "rows": len(y),
+        "open_s": 0.0,
+        "rows_per_s": len(y) / best["epoch_s"],
+        "read_bytes": 0,
+        "rchar": 0,
+        "major_faults": 0,
+        "peak_rss": C.peak_rss(),
+        "streamfeed": sf.__file__,
+        **best,
+    }
 
 
 # =============================================================== the cgroup
