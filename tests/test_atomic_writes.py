@@ -237,7 +237,7 @@ NOT_THE_HELPER = {
     ("commands/_backend.py", "_stderr_silenced", "open"): "os.open(os.devnull) to silence a backend's output",
     ("commands/stats.py", "run", "save"): "Stats.save, which uses the helper",
     ("inspect/figures.py", "_jpeg", "save"): "a JPEG into an in-memory buffer",
-    ("demo.py", "_reset_high_water", "write_text"): "'5' to /proc/self/clear_refs: resets the peak RSS, no file",
+    ("memory.py", "reset_peak_rss", "open"): "'5' to /proc/self/clear_refs: resets the peak RSS, no file",
     ("demo.py", "generate", "ParquetWriter"): "demo data written into an atomic_open stream",
     ("demo.py", "generate", "write_table"): "rows written through that ParquetWriter",
 }

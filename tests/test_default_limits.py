@@ -43,28 +43,16 @@ def test_an_unbatched_epoch_of_a_narrow_csv_fits_the_default_limit(narrow_csv):
     assert data.num_rows() == 12_000_000
 
 
-_PEAK = textwrap.dedent(
-    """
-    def reset_peak():
-        with open("/proc/self/clear_refs", "w") as refs:  # "5" resets VmHWM, the peak RSS (Linux)
-            refs.write("5")
-
-    def kib(field):
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
-    """
-)
-
-
-_UNBATCHED = _PEAK + textwrap.dedent(
+_UNBATCHED = textwrap.dedent(
     """
     import sys, streamfeed as sf
+    from streamfeed.memory import high_water_bytes, reset_peak_rss, rss_bytes
     data = sf.read_csv(sys.argv[1], fragment_bytes=2**20).with_options(memory_limit=40 * 2**20)
     data.num_rows()
-    reset_peak()
-    before = kib("VmRSS")
+    assert reset_peak_rss()
+    before = rss_bytes()
     rows = sum(len(chunk["a"]) for chunk in data.iter_epoch(0))
-    grown = (kib("VmHWM") - before) * 1024
+    grown = high_water_bytes() - before
     print(rows, grown, data.layout().estimated_bytes)
     """
 )
@@ -80,15 +68,16 @@ def test_the_unbatched_estimate_still_bounds_what_the_epoch_holds(tmp_path):
     assert grown <= 40 * 2**20, (grown, estimated)
 
 
-_STATS = _PEAK + textwrap.dedent(
+_STATS = textwrap.dedent(
     """
     import sys, streamfeed as sf
+    from streamfeed.memory import high_water_bytes, reset_peak_rss, rss_bytes
     data = sf.read_csv(sys.argv[1], fragment_bytes=2**20).with_options(memory_limit=int(sys.argv[2]))
     data.num_rows()
-    reset_peak()
-    before = kib("VmRSS")
+    assert reset_peak_rss()
+    before = rss_bytes()
     stats = sf.compute_stats(data, threads=2)
-    print(stats.rows, (kib("VmHWM") - before) * 1024)
+    print(stats.rows, high_water_bytes() - before)
     """
 )
 

@@ -257,7 +257,7 @@ def run_bound(
     limit (a window too large for it is refused, never shrunk silently).
     """
     import streamfeed as sf
-    from streamfeed.memory import rss_bytes
+    from streamfeed.memory import high_water_bytes, reset_peak_rss, rss_bytes
 
     directory = generate(data_directory(data_dir), rows, features)
     size = sum(path.stat().st_size for path in directory.glob("*.parquet"))
@@ -268,7 +268,7 @@ def run_bound(
     say(_counted(dataset, dataset.num_batches(), batch_size))
     say(f"reading {epochs} shuffled epoch(s) (window {layout.window} fragment(s)), no model: reading the first batch")
     before = rss_bytes()
-    measured_by = "the kernel's high-water mark (VmHWM)" if _reset_high_water() else "RSS after every batch"
+    measured_by = "the kernel's high-water mark (VmHWM)" if reset_peak_rss() else "RSS after every batch"
     peak, read = before, 0
     started = time.perf_counter()
     for epoch in range(epochs):
@@ -288,7 +288,7 @@ def run_bound(
         window=layout.window,
         estimated_pipeline_bytes=layout.estimated_bytes,
         rss_before_bytes=before,
-        peak_rss_bytes=max(peak, _high_water() or 0),
+        peak_rss_bytes=max(peak, high_water_bytes() or 0),
         peak_measured_by=measured_by,
         seconds=seconds,
     )
@@ -310,28 +310,6 @@ def _within(dataset, batch_size: int, memory_limit: int):
     candidate = dataset.shuffle(seed=0, window=1).batch(batch_size).with_options(memory_limit=memory_limit)
     candidate.layout()
     return candidate
-
-
-def _reset_high_water() -> bool:
-    """Resets this process's peak RSS to its current RSS (Linux, ``/proc/self/clear_refs``), so that writing the
-    data does not count; False where that is not possible (the peak is then sampled after every batch)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return False
-    return _high_water() is not None
-
-
-def _high_water() -> int | None:
-    """This process's peak RSS since the last reset (``VmHWM``), or None where ``/proc`` does not say."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return None
 
 
 def bound_summary(result: BoundResult) -> str:

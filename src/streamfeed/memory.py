@@ -266,6 +266,32 @@ def plan_layout(
     )
 
 
+def reset_peak_rss() -> bool:
+    """Resets this process's peak RSS (``VmHWM``) to its current RSS: Linux, ``/proc/self/clear_refs``.
+
+    So that what a process did before (writing data, importing) does not
+    count in the peak of what it does next; False where that is not possible.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # 5: reset the high-water mark (proc(5))
+    except OSError:
+        return False
+    return high_water_bytes() is not None
+
+
+def high_water_bytes() -> int | None:
+    """This process's peak RSS since it started or since :func:`reset_peak_rss` (``VmHWM``); None without ``/proc``."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 def rss_bytes() -> int:
     """Resident set size of this process now."""
     import psutil

@@ -115,12 +115,23 @@ class Resolution:
         """
         return self._once("readable", self._check_fragments)
 
+    def fragment_bytes(self) -> tuple[float, ...]:
+        """Each fragment's decoded bytes as its metadata declares them: its rows x its own row bytes.
+
+        Its own, as files differ in width (a narrow file's rows beside a
+        wide file's); what the checks, the layout and a pass's threads are sized by.
+        """
+        source = self.dataset.source
+        return self._once(
+            "fragment_bytes",
+            lambda: tuple(f.num_rows * float(source.fragment_row_bytes(f)) for f in source.fragments),
+        )
+
     def _check_fragments(self) -> tuple[bool, ...]:
         dataset, limit = self.dataset, self.memory_limit
         readable = []
-        for fragment in dataset.source.fragments:
-            row_bytes = float(dataset.source.fragment_row_bytes(fragment))  # its own: files differ in width
-            size = row_bytes * fragment.num_rows
+        for fragment, size in zip(dataset.source.fragments, self.fragment_bytes()):
+            row_bytes = size / fragment.num_rows if fragment.num_rows else 0.0
             where = f"{fragment.path}, {fragment.location}"
             found = f"{fragment.num_rows} rows x {row_bytes:.0f} bytes = {size / 2**20:.0f} MiB"
             if size > UNREADABLE_FRAGMENT_BYTES:
@@ -186,14 +197,9 @@ class Resolution:
         dataset = self.dataset
         source = dataset.source
         readable = self.readable()
-        chosen = [index for index in (range(len(source.fragments)) if indices is None else indices) if readable[index]]
-        largest = max(
-            (
-                source.fragments[index].num_rows * float(source.fragment_row_bytes(source.fragments[index]))
-                for index in chosen
-            ),
-            default=0.0,
-        )
+        sizes = self.fragment_bytes()
+        chosen = range(len(source.fragments)) if indices is None else indices
+        largest = max((sizes[index] for index in chosen if readable[index]), default=0.0)
         wanted = threads or dataset.read_threads or default_read_threads()
         return passes.fragment_pass(
             source.fragments,
@@ -229,9 +235,9 @@ class Resolution:
 
         def make() -> dict[str, float]:
             source = self.dataset.source
-            kept = [fragment for fragment, ok in zip(source.fragments, self.readable()) if ok]
-            rows = [fragment.num_rows for fragment in kept] or [0]
-            sizes = [fragment.num_rows * float(source.fragment_row_bytes(fragment)) for fragment in kept] or [0.0]
+            readable = self.readable()
+            rows = [fragment.num_rows for fragment, ok in zip(source.fragments, readable) if ok] or [0]
+            sizes = [size for size, ok in zip(self.fragment_bytes(), readable) if ok] or [0.0]
             row_bytes = sum(sizes) / sum(rows) if sum(rows) else float(source.row_bytes)
             return {
                 "fragment_rows": max(1.0, float(np.mean(rows))),
