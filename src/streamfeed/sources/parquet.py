@@ -38,13 +38,14 @@ import pyarrow.fs as pafs
 
 from ..core import Chunk, Fragment, SourceInfo, fragmenting_digest, records_settings
 from ..errors import BadInputReport, CorruptFileError, SchemaError, describe
-from ..files.advice import ByteRange, ReadOrder, coalesce, random_access_filesystem, will_need
+from ..files.advice import ByteRange, coalesce
 from ..files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from ..files.paths import PathLike, file_digest, file_stats, resolve_files
 from ..files.schema import unify
 from ..files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from ..files.storage import is_remote
 from .labels import LABEL_EXPECTED, class_names, is_label, write_label_map
+from .parquet_jumps import JumpedReads
 
 _INDEX_COLUMN = re.compile(r"^__index_level_\d+__$")
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -53,7 +54,6 @@ METADATA_VERSION = 1
 # pre_buffer=False: pyarrow's pre-buffering made RSS grow with the file (measured)
 _SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=False)
 _FORMAT = pads.ParquetFileFormat()
-_RANDOM_ACCESS = random_access_filesystem()  # local files, opened without read-ahead (files/advice.py)
 # remote files: pre-buffering coalesces a row group's column chunks into one ranged request (pyarrow's S3
 # client made one request per column chunk without it, ~7 per row group measured); it holds one row group
 _REMOTE_SCAN_OPTIONS = pads.ParquetFragmentScanOptions(pre_buffer=True)
@@ -76,7 +76,7 @@ class ParquetFragment:
     _missing: frozenset[str]
     _remote: bool = False
     _ranges: tuple[ByteRange, ...] = ()  # local files: the column chunks read, requested at once (files/advice.py)
-    _order: ReadOrder | None = None  # local files: which reads jump (the source's, shared)
+    _jumps: JumpedReads | None = None  # local files: which reads jump, and what they read (the source's, shared)
     _stamps: Stamps = stamps_field()
 
     def __post_init__(self) -> None:
@@ -98,16 +98,8 @@ class ParquetFragment:
         where = Where(self.path, self.row_group, self.first_row, self._missing, locate)
         try:
             fragment = self._fragment
-            if self._order is not None and self._order.note(self.path, self.row_group):
-                # a jump: opened without read-ahead, the chunks asked for at once (files/advice.py); in file
-                # order the fragment opened with the source keeps it, and its parsed footer
-                will_need(self.path, self._ranges)
-                fragment = _FORMAT.make_fragment(
-                    self.path,
-                    _RANDOM_ACCESS,
-                    partition_expression=self._fragment.partition_expression,
-                    row_groups=[self.row_group],
-                )
+            if self._jumps is not None:  # local: a read out of file order has its own fragment (parquet_jumps.py)
+                fragment = self._jumps.fragment(self.path, self.row_group, fragment, self._ranges)
             table = fragment.to_table(
                 schema=self._schema,
                 columns=list(self._columns),
@@ -334,7 +326,7 @@ class ParquetSource:
         self.filesystem, self.root = resolved.filesystem, resolved.root
         file_format = pads.ParquetFileFormat()
         # a local row group read out of file order is read without the kernel's read-ahead (files/advice.py)
-        self._order = None if is_remote(self.filesystem) else ReadOrder()
+        self._jumps = None if is_remote(self.filesystem) else JumpedReads()
         partitions = {path: partition_values(path, self.root) for path in resolved.files}
         keys = list(dict.fromkeys(k for values in partitions.values() for k in values))
         partition_schema = pa.schema(
@@ -461,7 +453,7 @@ class ParquetSource:
                             _missing=missing.get(path, frozenset()),
                             _remote=remote,
                             _ranges=() if remote else self._chunk_ranges(metadata, group),
-                            _order=self._order,
+                            _jumps=self._jumps,
                         )
                     )
                 first += rows
