@@ -24,8 +24,8 @@ dates) and :func:`seconds_to_arrow` converts seconds back to the Arrow type.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import datetime as dt
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Literal, Mapping, Union

@@ -51,7 +51,7 @@ from ._keras_internals import (
     set_epoch_steps,
 )
 from .encoding import feature_encoding
-from .packing import IDS, W, X, Y, pack_columns
+from .packing import IDS, W, X, Y, feature_matrix, pack_columns
 from .validation import check_model_inputs
 from .workers import check_workers_agree, jax_gather
 
@@ -165,7 +165,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
             encode=encode,
             id_columns=frozenset(self.categorical_sizes),
         )
-        self.dataset = dataset.with_packing(pack)
+        self.dataset = dataset.with_packing(pack, feature_matrix(features) if inputs == "matrix" else None)
         # Where the current (or next) epoch starts: an epoch's start, or a restored state.
         self._start: dict = self.dataset.initial_state(0)
         self._epoch, self._num_batches = 0, self.dataset.num_batches(0)

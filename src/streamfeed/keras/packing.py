@@ -1,8 +1,11 @@
 """Packing columns into what the model takes, once per fragment.
 
-Runs in the read threads before shuffling, so the shuffle moves one
-feature matrix instead of many columns and the batches Keras receives are
-ready-made views: no per-batch stacking on the training thread.
+Runs in the read threads before shuffling, so the batches Keras receives
+are ready-made: no per-batch stacking on the training thread. Numeric
+features of one value per row are left as columns (:func:`feature_matrix`
+names them) that the runtime writes side by side into the feature matrix
+where it keeps the rows: once, not once here and again into the shuffle's
+buffer (``runtime/assembly.py``).
 """
 
 from __future__ import annotations
@@ -11,10 +14,17 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 
-from ..core import Chunk, chunk_len, interleave
+from ..core import Chunk, chunk_len
 from ..errors import SchemaError, describe
+from ..runtime.assembly import MatrixColumns
 
 X, Y, W, IDS = "__x__", "__y__:", "__w__", "__ids__"
+_FEATURE = "__x__#"  # the matrix's i-th column, before the runtime writes the matrix
+
+
+def feature_matrix(features: Sequence[str]) -> MatrixColumns:
+    """The columns :func:`pack_columns` leaves for the runtime to make the matrix ``X`` of (``inputs="matrix"``)."""
+    return MatrixColumns(X, tuple(f"{_FEATURE}{index}" for index in range(len(features))))
 
 
 def _not_numeric(name: str, column: np.ndarray, dtype: str) -> SchemaError:
@@ -51,8 +61,13 @@ def pack_columns(
 ) -> Callable[[Chunk], Chunk]:
     """A per-fragment op giving the model's columns under reserved names (after ``encode``, if given).
 
+    With ``inputs="matrix"``, features of one value per row are given as the columns of
+    :func:`feature_matrix`, which the runtime writes into the matrix ``X``; others are packed into ``X`` here.
+
     ``id_columns`` (categorical ids from ``encode``) stay int64 in dict inputs, for ``Embedding``.
     """
+
+    matrix = feature_matrix(features)
 
     def pack(chunk: Chunk) -> Chunk:
         if encode is not None:
@@ -65,12 +80,10 @@ def pack_columns(
         elif inputs == "matrix":
             parts = [_numeric(chunk[name], name, dtype).reshape(rows, -1) for name in features]
             width = sum(part.shape[1] for part in parts)
-            matrix = np.empty((rows, width), dtype=dtype)
-            if width == len(parts):  # one value per feature: the common, tiled case
-                interleave([part[:, 0] for part in parts], matrix)
+            if width == len(parts):  # one value per feature, the common case: the runtime writes the matrix
+                out.update(zip(matrix.columns, (part[:, 0] for part in parts)))
             else:
-                np.concatenate(parts, axis=1, out=matrix)
-            out[X] = matrix
+                out[X] = np.concatenate(parts, axis=1)
         else:
             for name in features:
                 column = chunk[name]

@@ -43,6 +43,7 @@ from ..core import Chunk, Source
 from ..errors import ArgumentError, describe
 from ..memory import Layout
 from ..plan import EpochPlan, Remainder
+from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
@@ -253,15 +254,18 @@ class Dataset(Settings):
         """
         return dataclasses.replace(self, source=source)
 
-    def with_packing(self, pack: Op) -> "Dataset":
+    def with_packing(self, pack: Op, matrix: MatrixColumns | None = None) -> "Dataset":
         """Sets the function that turns the user's columns into the model's arrays.
 
         It runs after every user op: per fragment in the read threads when
-        there are no per-batch ops (so the shuffle moves one packed matrix),
+        there are no per-batch ops (so the shuffle moves the model's rows),
         otherwise per batch after them. The Keras adapter sets it; the
         padding mask of ``last_batch="pad"`` passes through unchanged.
+        ``matrix`` names the feature columns it leaves for the runtime to
+        write side by side into the model's matrix, where the rows are kept
+        (``runtime/assembly.py``).
         """
-        return self._with(pack=pack)
+        return self._with(pack=pack, matrix=matrix)
 
     # ------------------------------------------------------------------ sizing
     def fragment_rows(self) -> list[int]:

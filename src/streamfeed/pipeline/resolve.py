@@ -339,6 +339,7 @@ class Resolution:
                 shard_index=0,  # the plan is the unsharded order; lanes cut it
                 sampler=dataset.sampler,
                 report=dataset.report,
+                matrix=dataset.matrix if dataset.pack is not None else None,
             )
         )
 

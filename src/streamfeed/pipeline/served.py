@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..core import Source
 from ..errors import BadInputReport
+from ..runtime.assembly import MatrixColumns
 from ..runtime.batch import LastBatch
 from ..runtime.spec import Op
 from .iterator import EpochIterator
@@ -37,7 +38,7 @@ class ServedDataset(Protocol):
 
     def served_columns(self) -> list[str]: ...
 
-    def with_packing(self, pack: Op) -> ServedDataset: ...
+    def with_packing(self, pack: Op, matrix: MatrixColumns | None = None) -> ServedDataset: ...
 
     def num_rows(self, epoch: int = 0) -> int: ...
 

@@ -17,6 +17,7 @@ from ..core import Source
 from ..errors import ArgumentError, BadInputReport, OnError, describe
 from ..memory import parse_size
 from ..plan import Remainder
+from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.batch import LastBatch
 from ..runtime.spec import Op
@@ -36,6 +37,7 @@ class Settings:
     filtered: bool = False  # a row op may drop rows: the epoch's rows are counted once
     batch_ops: tuple[Op, ...] = ()
     pack: Op | None = None  # set by the Keras adapter: runs after every user op
+    matrix: MatrixColumns | None = None  # the packing's feature columns, which the runtime makes one matrix
     seed: int | None = None  # None: no shuffle
     window: int | None = None
     batch_size: int | None = None

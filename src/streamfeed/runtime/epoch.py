@@ -63,7 +63,7 @@ def produce_epoch(
     reader = OrderedReader(
         spec.fragments,
         order,
-        row_ops=spec.row_ops,
+        row_ops=spec.reader_ops(),
         threads=layout.read_threads,
         ahead=layout.read_ahead,
         report=spec.report,
@@ -236,4 +236,5 @@ def apply_batch_ops(spec: EpochSpec, batch: Chunk, number: int) -> Chunk:
     if not spec.batch_ops:
         return batch
     with decoding_within(spec.layout.decode_bytes):
-        return apply_ops(batch, spec.batch_ops, f"batch {number} of epoch {spec.epoch} (both counted from 0)")
+        batch = apply_ops(batch, spec.batch_ops, f"batch {number} of epoch {spec.epoch} (both counted from 0)")
+    return batch if spec.matrix is None else spec.matrix.assemble(batch)  # the packing ran among the ops

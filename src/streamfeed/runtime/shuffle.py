@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core import Chunk, chunk_len, interleave
 from ..plan import epoch_rng
+from .assembly import MatrixColumns
 
 _SHUFFLE_STREAM = 1  # keeps row permutations independent of the fragment order stream
 _POLL_SECONDS = 0.05  # how often a loader waiting for a buffer checks whether it was stopped
@@ -40,16 +41,20 @@ class UnitBuffer:
     One-dimensional columns of the same dtype are stored side by side in
     one row-major block, so a batch is one row gather per dtype rather than
     one gather per column (33 columns: 64 k ``take`` calls an epoch became
-    2 k). Chunks are appended as they arrive from the reader, each freed
-    right after its copy, so a unit never exists twice (as fragments and
-    as the buffer). Reuse is safe because nothing downstream keeps a view
-    of the buffers: gathered batches are copies.
+    2 k). The model's feature columns (``matrix``, set by the packing) get
+    a block of their own, which a gather returns as the feature matrix
+    itself: built here, once (``runtime/assembly.py``). Chunks are appended
+    as they arrive from the reader, each freed right after its copy, so a
+    unit never exists twice (as fragments and as the buffer). Reuse is safe
+    because nothing downstream keeps a view of the buffers: gathered
+    batches are copies.
     """
 
     def __init__(self) -> None:
         self._blocks: dict[str, np.ndarray] = {}
         self._layout: list[tuple[str, str, int | None]] = []  # (column, block, index in block or None)
-        self._groups: dict[str, list[str]] = {}  # dtype block -> its columns, in order
+        self._groups: dict[str, list[str]] = {}  # side-by-side block -> its columns, in order
+        self._matrix: MatrixColumns | None = None  # the block "matrix" holds these columns, gathered as one
         self._rows = 0
 
     @property
@@ -57,11 +62,21 @@ class UnitBuffer:
         """Rows loaded into the current unit so far."""
         return self._rows
 
-    def begin(self, first: Chunk, capacity: int) -> None:
-        """Starts a unit whose columns are ``first``'s, with room for ``capacity`` rows (it grows if needed)."""
+    def begin(self, first: Chunk, capacity: int, matrix: MatrixColumns | None = None) -> None:
+        """Starts a unit whose columns are ``first``'s, with room for ``capacity`` rows (it grows if needed).
+
+        With ``matrix`` (and its columns in ``first``), those columns are stored as the matrix it names.
+        """
         self._groups, self._layout, self._rows = {}, [], 0
+        self._matrix = matrix if matrix is not None and matrix.present(first) else None
+        members = set(self._matrix.columns) if self._matrix is not None else set()
+        if self._matrix is not None:
+            self._groups[_MATRIX] = list(self._matrix.columns)
         for name, column in first.items():
-            if column.ndim == 1 and column.dtype.kind in "biuf":
+            if name in members:
+                if name == self._matrix.columns[0]:  # type: ignore[union-attr]
+                    self._layout.append((self._matrix.name, _MATRIX, None))  # type: ignore[union-attr]
+            elif column.ndim == 1 and column.dtype.kind in "biuf":
                 group = self._groups.setdefault(f"dtype:{column.dtype.str}", [])
                 self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
                 group.append(name)
@@ -70,7 +85,7 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             self._block(block_name, (capacity, len(names)), first[names[0]].dtype)
         for name, block_name, index in self._layout:
-            if index is None:
+            if index is None and block_name != _MATRIX:
                 self._block(block_name, (capacity, *first[name].shape[1:]), first[name].dtype)
 
     def append(self, chunk: Chunk) -> None:
@@ -80,7 +95,7 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             interleave([chunk[name] for name in names], self._room(block_name, stop)[start:stop])
         for name, block_name, index in self._layout:
-            if index is None:
+            if index is None and block_name != _MATRIX:
                 self._room(block_name, stop)[start:stop] = chunk[name]
         self._rows = stop
 
@@ -112,7 +127,10 @@ class UnitBuffer:
         return out
 
     def _block_names(self) -> list[str]:
-        return [*self._groups, *(block for _, block, index in self._layout if index is None)]
+        return [*self._groups, *(block for _, block, index in self._layout if index is None and block != _MATRIX)]
+
+
+_MATRIX = "matrix"  # the block of the model's feature matrix
 
 
 class StopSignal(Protocol):

@@ -17,6 +17,7 @@ from ..core import Chunk, Fragment
 from ..errors import BadInputReport
 from ..memory import Layout
 from ..plan import EpochPlan, Lanes
+from .assembly import MatrixColumns
 from .batch import LastBatch
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ class EpochSpec:
     worker_lanes: tuple[int, ...] = ()
     # With autotuning (one per running epoch): the reader's threads and read-ahead are the tuner's, not the layout's.
     tuner: Autotuner | None = None
+    # The packing's feature columns, written side by side into the model's matrix after the last op
+    # (runtime/assembly.py): in the read threads, the unit buffer, or after the per-batch ops.
+    matrix: MatrixColumns | None = None
+
+    def reader_ops(self) -> tuple[Op, ...]:
+        """The ops the read threads run per fragment: the row ops, and the matrix when nothing after them
+        keeps the rows (unshuffled, no per-batch ops). Shuffled, the unit buffer writes it."""
+        if self.matrix is None or self.batch_ops or self.seed is not None:
+            return self.row_ops
+        return (*self.row_ops, self.matrix.assemble)
 
     def timed(self, metrics: StageMetrics) -> EpochSpec:
         """The same spec with every op timed under the metrics' op stages."""

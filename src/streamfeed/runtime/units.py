@@ -77,7 +77,8 @@ def load_units(
                 continue
             began = time.perf_counter()
             if not started:
-                buffer.begin(chunk, _expected_rows(spec, unit_index))
+                # the matrix is written here unless the packing runs per batch (after the buffer)
+                buffer.begin(chunk, _expected_rows(spec, unit_index), None if spec.batch_ops else spec.matrix)
                 started = True
             buffer.append(chunk)
             if spec.sampler is not None:
