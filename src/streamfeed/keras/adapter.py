@@ -36,7 +36,7 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, describe
-from ..pipeline.iterator import EpochIterator
+from ..pipeline.iterator import EpochIterator, StateMark
 from ..pipeline.served import ServedDataset
 from ..runtime.batch import PAD_MASK
 from ..sources.names import served_names
@@ -178,12 +178,12 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         self.epochs_started_early = 0  # epochs served by a successor: read while the one before was trained
         self._begun = False
         self._served = 0
-        self._states: collections.OrderedDict[int, dict] = collections.OrderedDict()  # after served batch i
+        self._states: collections.OrderedDict[int, StateMark] = collections.OrderedDict()  # after served batch i
         self._ids: list[np.ndarray] = []
         # The first batches of the current stream, kept so that after a Keras
         # peek the epoch replays them instead of reading (decoding) them again.
-        self._head: list[tuple[Chunk, dict]] | None = []
-        self._replay: collections.deque[tuple[Chunk, dict]] = collections.deque()
+        self._head: list[tuple[Chunk, StateMark]] | None = []
+        self._replay: collections.deque[tuple[Chunk, StateMark]] = collections.deque()
         self._stream_start: dict | None = None  # the _start object the stream was opened from
         self._checked = model is None
         self._closed_wait_seconds = 0.0  # of streams already closed
@@ -291,7 +291,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         again (the same batch) before it is trained."""
         self._listeners.append(listener)
 
-    def _read(self, stream: EpochIterator) -> tuple[Chunk, dict]:
+    def _read(self, stream: EpochIterator) -> tuple[Chunk, StateMark]:
         try:
             batch = next(stream)
         except StopIteration:
@@ -304,7 +304,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
                     fix="inspect the files named in the report; rows were lost while reading",
                 )
             ) from None
-        entry = (batch, stream.get_state())
+        entry = (batch, stream.mark())
         if self._head is not None:
             self._head = self._head + [entry] if len(self._head) < _PEEK_BATCHES else None
         return entry
@@ -478,7 +478,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
                     fix="pass the number of batches Keras trained in this epoch (on_train_batch_end's batch + 1)",
                 )
             )
-        return copy.deepcopy(self._states[done - 1])
+        return copy.deepcopy(self._states[done - 1].state())
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now."""
