@@ -54,7 +54,7 @@ from .accumulate import (
 from .io import source_record
 from .result import ColumnStats, Stats
 from .sketches import NO_THRESHOLD, QUANTILE_SAMPLE, PositionSampler
-from .vocabulary import count_values, value_type
+from .vocabulary import count_present, is_arrow_text, value_type
 
 logger = logging.getLogger("streamfeed")
 
@@ -69,7 +69,7 @@ class _FragmentSummary:
 
 
 def _summarise(
-    chunk: dict[str, np.ndarray] | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler
+    chunk: Chunk | None, names: Sequence[str] | None, options: dict, sampler: PositionSampler
 ) -> _FragmentSummary:
     summary = _FragmentSummary()
     if chunk is None:
@@ -95,7 +95,7 @@ def _summarise(
             quantiles=options["quantiles"],
             quantile_sample=options["quantile_sample"],
             distinct=options["distinct"],
-            datetime=options["temporal"].get(name) if values.dtype.kind == "f" else None,
+            datetime=options["temporal"].get(name) if _is_float(values) else None,
             vocabulary_cap=options["vocabulary_cap"],
             named=name in options["categorical"],
             identifier=is_identifier(name, values, options["categorical"]),
@@ -112,11 +112,15 @@ def _summarise(
                 cli_fix="check --label",
             )
         values = chunk[label]
-        if values.dtype.kind == "f":
+        if _is_float(values):
             values = values[~np.isnan(values)]
-        uniques, counts = count_values(values[values != None] if values.dtype.kind == "O" else values)  # noqa: E711
+        uniques, counts, _ = count_present(values)
         summary.labels = dict(zip(uniques, counts))
     return summary
+
+
+def _is_float(values: Any) -> bool:
+    return not is_arrow_text(values) and values.dtype.kind == "f"
 
 
 def _merge(total: _FragmentSummary, part: _FragmentSummary) -> int:

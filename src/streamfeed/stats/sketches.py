@@ -114,11 +114,36 @@ HLL_M = 1 << HLL_P
 _U = np.uint64
 
 
+def small_range_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct values (ascending, ``int64``) of an integer array and their counts, by ``np.bincount``,
+    when its range is no wider than the array (ids, classes, counts); None otherwise (or not integers).
+
+    A counting pass instead of a sort: 275 000 ids of 100 000 values cost 1 ms against 15 ms for
+    ``np.unique``.
+    """
+    if values.dtype.kind not in "iu" or values.size == 0:
+        return None
+    low, high = int(values.min()), int(values.max())
+    if high - low > max(values.size, 1024) or high > np.iinfo(np.int64).max:
+        return None
+    counts = np.bincount((values.reshape(-1).astype(np.int64) - low).astype(np.intp, copy=False))
+    present = np.flatnonzero(counts)
+    return present.astype(np.int64) + low, counts[present]
+
+
 def hll_registers(values: np.ndarray) -> np.ndarray:
-    """HyperLogLog registers (``uint8[4096]``) of numeric ``values`` (no NaN)."""
+    """HyperLogLog registers (``uint8[4096]``) of numeric ``values`` (no NaN).
+
+    Registers are a function of the set of values, so integers of a small
+    range are deduplicated first (:func:`small_range_counts`): the hash,
+    ~30 ns a value, then runs once per distinct value (a 0/1 label: twice).
+    """
     registers = np.zeros(HLL_M, dtype=np.uint8)
     if values.size == 0:
         return registers
+    distinct = small_range_counts(values)
+    if distinct is not None:
+        values = distinct[0]
     x = np.asarray(values, dtype=np.float64).reshape(-1) + 0.0  # -0.0 -> 0.0
     hashed = splitmix64(x.view(np.uint64))
     index = (hashed >> _U(64 - HLL_P)).astype(np.intp)
@@ -179,11 +204,32 @@ class PositionSampler:
     def select(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         if m not in self._selected:
             keys = self.keys(m)
-            index = np.flatnonzero(keys <= self.threshold) if self.threshold != NO_THRESHOLD else np.arange(m)
-            if index.size > self.capacity:
-                index = np.sort(index[np.argpartition(keys[index], self.capacity - 1)[: self.capacity]])
+            index = bottom_keys(keys, self.capacity, self.threshold)
             self._selected[m] = (index, keys[index])
         return self._selected[m]
+
+
+def bottom_keys(keys: np.ndarray, capacity: int, threshold: int | np.uint64 = NO_THRESHOLD) -> np.ndarray:
+    """The indices (ascending) of the at most ``capacity`` smallest of ``keys`` that are ``<= threshold``.
+
+    Keys are uniform 64-bit hashes, so the ``capacity``-th smallest of ``m`` lies
+    near ``2**64 * capacity / m``: the keys under a bound 10 standard deviations
+    above that hold it (else, never in practice, all keys are partitioned), and
+    only they are partitioned. The same indices, 3 ms instead of 8 ms for 275 000
+    keys before a fragment knows the merged samples' threshold.
+    """
+    m, threshold = keys.size, _U(threshold)
+    index = None
+    share = (capacity + 10 * math.sqrt(capacity) + 10) / m if m else 1.0
+    if share < 1.0 and share * 2.0**64 < float(threshold):
+        index = np.flatnonzero(keys <= _U(int(share * 2.0**64)))
+        if index.size < capacity:  # fewer than expected under the bound: the full selection
+            index = None
+    if index is None:
+        index = np.flatnonzero(keys <= threshold) if threshold != NO_THRESHOLD else np.arange(m)
+    if index.size > capacity:
+        index = np.sort(index[np.argpartition(keys[index], capacity - 1)[:capacity]])
+    return index
 
 
 class QuantileSample:
@@ -221,13 +267,8 @@ class QuantileSample:
         if nan is not None:
             keys = sampler.keys(m)[~nan]
             values = values[~nan]
-            if sampler.threshold != NO_THRESHOLD:
-                keep = keys <= sampler.threshold
-                keys, values = keys[keep], values[keep]
-            if keys.size > self.capacity:
-                part = np.argpartition(keys, self.capacity - 1)[: self.capacity]
-                keys, values = keys[part], values[part]
-            self.add(keys, values)
+            index = bottom_keys(keys, self.capacity, sampler.threshold)
+            self.add(keys[index], values[index])
             return
         index, keys = sampler.select(m)
         self.add(keys, values[index])
