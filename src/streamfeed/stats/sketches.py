@@ -147,7 +147,7 @@ def hll_registers(values: np.ndarray) -> np.ndarray:
     if distinct is not None:
         values = distinct[0]
     x = np.asarray(values, dtype=np.float64).reshape(-1) + 0.0  # -0.0 -> 0.0
-    hashed = splitmix64(x.view(np.uint64))
+    hashed = splitmix64(x.view(np.uint64), overwrite=True)  # x is this function's own copy
     index = (hashed >> _U(64 - HLL_P)).astype(np.intp)
     rest = hashed & _U((1 << (64 - HLL_P)) - 1)  # 52 bits: exact in float64
     _, exponent = np.frexp(rest.astype(np.float64))  # bit length of ``rest``
@@ -179,7 +179,7 @@ def position_keys(fragment: int, count: int, start: int = 0) -> np.ndarray:
     """The sampling keys of positions ``start .. start+count-1`` of fragment ``fragment``."""
     base = _U((int(fragment) << 40) + int(start))
     with np.errstate(over="ignore"):
-        return splitmix64(np.arange(count, dtype=np.uint64) + base)
+        return splitmix64(np.arange(count, dtype=np.uint64) + base, overwrite=True)
 
 
 class PositionSampler:
