@@ -32,6 +32,8 @@ CASES = {
     # a sample smaller than a fragment (positions pre-filtered by the merged threshold) and a
     # vocabulary past max_vocabulary (counts in the frequent-items sketch)
     "small_sample_and_vocabulary": {"quantile_sample": 5_000, "max_vocabulary": 200},
+    # without the map: the pass reads the fragments with no per-fragment op (no None then)
+    "without_map": {"label": "flag", "map": False},
 }
 
 
@@ -52,6 +54,7 @@ def write_csv(path: Path) -> Path:
             "flag": rng.integers(0, 2, ROWS),
             "day": pd.to_datetime(rng.integers(0, 365, ROWS), unit="D", origin="2024-01-01").strftime("%Y-%m-%d"),
             "code": [f"id-{v:x}" for v in rng.integers(0, 10**9, ROWS)],
+            "path": [f"images/{v}.jpg" for v in rng.integers(0, 500, ROWS)],  # an identifier by its name
         }
     ).to_csv(path, index=False)
     return path
@@ -67,7 +70,10 @@ def _missing(chunk: dict) -> dict:
 
 
 def compute(path: Path, options: dict) -> dict:
-    data = sf.read_csv(path, strings_can_be_null=False, fragment_bytes=200_000).map(_missing)
+    options = dict(options)
+    data = sf.read_csv(path, strings_can_be_null=False, fragment_bytes=200_000)
+    if options.pop("map", True):
+        data = data.map(_missing)
     stats = sf.compute_stats(data, threads=2, **options)
     result = json.loads(stats.to_json())
     result.pop("source")
@@ -111,6 +117,7 @@ def test_the_reference_covers_the_fast_paths():
     assert columns["code"]["vocabulary_cap"] == 100 and columns["code"]["vocabulary_truncated"]
     assert columns["user"]["distinct"] and columns["neg"]["distinct"] and columns["big"]["distinct"]
     assert columns["price"]["nans"] > 0 and columns["price"]["quantile_points"]
+    assert columns["path"]["vocabulary"] is None and columns["path"]["count"] == 30_000
     assert expected["categorical_user_all_distinct"]["columns"]["user"]["vocabulary"]
     small = expected["small_sample_and_vocabulary"]["columns"]
     assert small["price"]["quantile_sample_size"] == 5_000 and not small["city"]["vocabulary_exact"]
