@@ -49,8 +49,9 @@ A HyperLogLog written with NumPy: DataSketches' ``hll_sketch`` takes one
 value per Python call (~130 ns). Values are hashed by their float64 bit
 pattern (so 1, 1.0 and 1.0f are one value) with splitmix64; ``2**12``
 registers give a relative standard error of ~1.6 %. Registers merge by
-maximum, which is exact and order-independent. It still costs ~35 ns a
-value, so by default (``distinct="categorical"``) it runs on integer and
+maximum, which is exact and order-independent. Integers of a range no wider
+than the column are deduplicated first (registers depend only on the set of
+values). It still costs ~30 ns a value hashed, so by default (``distinct="categorical"``) it runs on integer and
 bool numeric columns only (categorical columns count their vocabulary);
 float columns get ``distinct=None`` unless ``distinct="all"``.
 """

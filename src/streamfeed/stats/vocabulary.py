@@ -1,8 +1,10 @@
 """Vocabularies with counts: exact up to a cap, a frequent-items sketch beyond.
 
-Values are counted per chunk (``np.unique(..., return_counts=True)`` for
-NumPy values, a hash count of Python objects; one Python operation per
-*distinct* value past the count, not per row) and merged into a dict.
+Values are counted per chunk (``np.bincount`` for integers of a small
+range, ``np.unique(..., return_counts=True)`` for other NumPy values,
+pyarrow's ``value_counts`` for strings, given as an Arrow array or as
+Python ``str``, a hash count of other Python objects; one Python operation
+per *distinct* value past the count, not per row) and merged into a dict.
 While a column has at most ``max_vocabulary`` distinct values the counts
 are exact. Past the cap the counts move into an Apache
 DataSketches ``frequent_strings_sketch`` sized to track the cap's worth of
