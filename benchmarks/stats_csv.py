@@ -11,15 +11,21 @@ floats and a 0/1 label), each approach in a fresh process, interleaved:
 * ``stats``: ``streamfeed.compute_stats`` of the same, with its defaults.
 
 Printed: rows/s, CPU seconds per million rows, peak RSS, and each
-approach's CPU against ``iterate``'s. Usage::
+approach's CPU against ``iterate``'s. ``--also SRC`` adds ``compute_stats``
+from another source tree (``PYTHONPATH=SRC``: main's, or one with a change
+to the pass) to the same interleaved run, and every statistics row says
+whether its JSON (less the source record) is the same as this tree's.
+Usage::
 
     python benchmarks/stats_csv.py              # 2.5 M rows (about 150 MB)
     python benchmarks/stats_csv.py --quick      # 400 000 rows
+    python benchmarks/stats_csv.py --also /work/main/src   # against main's implementation
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -88,15 +94,21 @@ def worker(approach: str, path: str) -> dict:
         if approach == "iterate":
             count = sum(len(chunk["user"]) for chunk in data.iter_epoch(0))
         else:
-            count = sf.compute_stats(data).rows
+            stats = sf.compute_stats(data)
+            count = stats.rows
     seconds, cpu_seconds = C.now() - started, _cpu() - cpu
-    return {
+    result = {
         "rows": count,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "rows_per_s": count / seconds,
         "peak_rss": C.peak_rss(),
     }
+    if approach == "stats":  # after the timing: what the statistics are, to compare trees
+        record = stats.to_dict()
+        record.pop("source")
+        result["digest"] = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+    return result
 
 
 def main() -> int:
@@ -106,6 +118,13 @@ def main() -> int:
     p.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
     p.add_argument("--repeat", type=int, default=3, help="interleaved runs; each approach's least CPU is kept")
     p.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
+    p.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="SRC",
+        help="also run compute_stats from this source tree (PYTHONPATH=SRC); repeatable",
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--approach", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -115,30 +134,38 @@ def main() -> int:
         return 0
     rows = args.rows or (400_000 if args.quick else 2_500_000)
     path = generate(args.data_dir, rows)
+    runs = {approach: (approach, label, None) for approach, label in APPROACHES.items()}
+    for src in args.also:
+        runs[f"stats@{src}"] = ("stats", f"compute_stats from {src}", {"PYTHONPATH": str(Path(src).resolve())})
+    load_start = os.getloadavg()[0]
     results: dict[str, dict] = {}
     for _ in range(max(1, args.repeat)):  # interleaved: a noisy neighbour hits every approach alike
-        for approach in APPROACHES:
-            result = C.run_worker(SCRIPT, ["--approach", approach, "--path", str(path)], timeout=1800)
-            print(f"  {approach}: {result}", file=sys.stderr, flush=True)
-            best = results.get(approach)
+        for key, (approach, _, env) in runs.items():
+            result = C.run_worker(SCRIPT, ["--approach", approach, "--path", str(path)], timeout=1800, env=env)
+            print(f"  {key}: {result}", file=sys.stderr, flush=True)
+            best = results.get(key)
             if "error" not in result and (best is None or result["cpu_seconds"] < best["cpu_seconds"]):
-                results[approach] = result
+                results[key] = result
     base = results.get("iterate", {}).get("cpu_seconds")
+    digest = results.get("stats", {}).get("digest")
     table = []
-    for approach, result in results.items():
+    for key, result in results.items():
         per_million = result["cpu_seconds"] / result["rows"] * 1e6
+        same = "-" if "digest" not in result else "yes" if result["digest"] == digest else "NO"
         table.append(
             [
-                APPROACHES[approach],
+                runs[key][1],
                 C.rate(result["rows_per_s"]),
                 f"{per_million:.2f}",
                 C.mib(result["peak_rss"]),
                 f"{result['cpu_seconds'] / base:.2f}x" if base else "-",
+                same,
             ]
         )
     print(f"{rows:,} rows x 6 columns, CSV ({path}, {path.stat().st_size / 2**20:.0f} MiB)")
-    print(f"command: {C.command_line()}; load average {os.getloadavg()[0]:.2f}")
-    print(C.table(["approach", "rows/s", "CPU s/Mrow", "peak RSS MiB", "CPU / iterate"], table))
+    print(f"command: {C.command_line()}; load average {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+    headers = ["approach", "rows/s", "CPU s/Mrow", "peak RSS MiB", "CPU / iterate", "same stats JSON"]
+    print(C.table(headers, table))
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "results": results}, indent=1))
     return 0

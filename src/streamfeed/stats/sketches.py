@@ -49,8 +49,9 @@ A HyperLogLog written with NumPy: DataSketches' ``hll_sketch`` takes one
 value per Python call (~130 ns). Values are hashed by their float64 bit
 pattern (so 1, 1.0 and 1.0f are one value) with splitmix64; ``2**12``
 registers give a relative standard error of ~1.6 %. Registers merge by
-maximum, which is exact and order-independent. It still costs ~35 ns a
-value, so by default (``distinct="categorical"``) it runs on integer and
+maximum, which is exact and order-independent. Integers of a range no wider
+than the column are deduplicated first (registers depend only on the set of
+values). It still costs ~30 ns a value hashed, so by default (``distinct="categorical"``) it runs on integer and
 bool numeric columns only (categorical columns count their vocabulary);
 float columns get ``distinct=None`` unless ``distinct="all"``.
 """
@@ -114,21 +115,45 @@ HLL_M = 1 << HLL_P
 _U = np.uint64
 
 
+def small_range_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct values (ascending, ``int64``) of an integer array and their counts, by ``np.bincount``,
+    when its range is no wider than the array (ids, classes, counts); None otherwise (or not integers).
+
+    A counting pass instead of a sort: 275 000 ids of 100 000 values cost 1 ms against 15 ms for
+    ``np.unique``.
+    """
+    if values.dtype.kind not in "iu" or values.size == 0:
+        return None
+    low, high = int(values.min()), int(values.max())
+    if high - low > max(values.size, 1024) or high > np.iinfo(np.int64).max:
+        return None
+    flat = values.reshape(-1)
+    shifted = flat - flat.dtype.type(low) if flat.dtype == np.int64 else flat.astype(np.int64) - low  # no overflow
+    counts = np.bincount(shifted)
+    present = np.flatnonzero(counts)
+    return present.astype(np.int64) + low, counts[present]
+
+
 def hll_registers(values: np.ndarray) -> np.ndarray:
-    """HyperLogLog registers (``uint8[4096]``) of numeric ``values`` (no NaN)."""
+    """HyperLogLog registers (``uint8[4096]``) of numeric ``values`` (no NaN).
+
+    Registers are a function of the set of values, so integers of a small
+    range are deduplicated first (:func:`small_range_counts`): the hash,
+    ~30 ns a value, then runs once per distinct value (a 0/1 label: twice).
+    """
     registers = np.zeros(HLL_M, dtype=np.uint8)
     if values.size == 0:
         return registers
+    distinct = small_range_counts(values)
+    if distinct is not None:
+        values = distinct[0]
     x = np.asarray(values, dtype=np.float64).reshape(-1) + 0.0  # -0.0 -> 0.0
-    hashed = splitmix64(x.view(np.uint64))
+    hashed = splitmix64(x.view(np.uint64), overwrite=True)  # x is this function's own copy
     index = (hashed >> _U(64 - HLL_P)).astype(np.intp)
     rest = hashed & _U((1 << (64 - HLL_P)) - 1)  # 52 bits: exact in float64
     _, exponent = np.frexp(rest.astype(np.float64))  # bit length of ``rest``
     rank = (64 - HLL_P + 1 - exponent).astype(np.uint8)
-    seen = np.zeros((HLL_M, 64), dtype=bool)
-    seen[index, rank] = True
-    registers[:] = 63 - np.argmax(seen[:, ::-1], axis=1)
-    registers[~seen.any(axis=1)] = 0
+    np.maximum.at(registers, index, rank)  # 0.13 ms for 93 000 values, 0.8 with a (4096, 64) table of ranks seen
     return registers
 
 
@@ -155,7 +180,7 @@ def position_keys(fragment: int, count: int, start: int = 0) -> np.ndarray:
     """The sampling keys of positions ``start .. start+count-1`` of fragment ``fragment``."""
     base = _U((int(fragment) << 40) + int(start))
     with np.errstate(over="ignore"):
-        return splitmix64(np.arange(count, dtype=np.uint64) + base)
+        return splitmix64(np.arange(count, dtype=np.uint64) + base, overwrite=True)
 
 
 class PositionSampler:
@@ -179,11 +204,32 @@ class PositionSampler:
     def select(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         if m not in self._selected:
             keys = self.keys(m)
-            index = np.flatnonzero(keys <= self.threshold) if self.threshold != NO_THRESHOLD else np.arange(m)
-            if index.size > self.capacity:
-                index = np.sort(index[np.argpartition(keys[index], self.capacity - 1)[: self.capacity]])
+            index = bottom_keys(keys, self.capacity, self.threshold)
             self._selected[m] = (index, keys[index])
         return self._selected[m]
+
+
+def bottom_keys(keys: np.ndarray, capacity: int, threshold: int | np.uint64 = NO_THRESHOLD) -> np.ndarray:
+    """The indices (ascending) of the at most ``capacity`` smallest of ``keys`` that are ``<= threshold``.
+
+    Keys are uniform 64-bit hashes, so the ``capacity``-th smallest of ``m`` lies
+    near ``2**64 * capacity / m``: the keys under a bound 10 standard deviations
+    above that hold it (else, never in practice, all keys are partitioned), and
+    only they are partitioned. The same indices, 3 ms instead of 8 ms for 275 000
+    keys before a fragment knows the merged samples' threshold.
+    """
+    m, threshold = keys.size, _U(threshold)
+    index = None
+    share = (capacity + 10 * math.sqrt(capacity) + 10) / m if m else 1.0
+    if share < 1.0 and share * 2.0**64 < float(threshold):
+        index = np.flatnonzero(keys <= _U(int(share * 2.0**64)))
+        if index.size < capacity:  # fewer than expected under the bound: the full selection
+            index = None
+    if index is None:
+        index = np.flatnonzero(keys <= threshold) if threshold != NO_THRESHOLD else np.arange(m)
+    if index.size > capacity:
+        index = np.sort(index[np.argpartition(keys[index], capacity - 1)[:capacity]])
+    return index
 
 
 class QuantileSample:
@@ -221,13 +267,8 @@ class QuantileSample:
         if nan is not None:
             keys = sampler.keys(m)[~nan]
             values = values[~nan]
-            if sampler.threshold != NO_THRESHOLD:
-                keep = keys <= sampler.threshold
-                keys, values = keys[keep], values[keep]
-            if keys.size > self.capacity:
-                part = np.argpartition(keys, self.capacity - 1)[: self.capacity]
-                keys, values = keys[part], values[part]
-            self.add(keys, values)
+            index = bottom_keys(keys, self.capacity, sampler.threshold)
+            self.add(keys[index], values[index])
             return
         index, keys = sampler.select(m)
         self.add(keys, values[index])

@@ -1,8 +1,10 @@
 """Vocabularies with counts: exact up to a cap, a frequent-items sketch beyond.
 
-Values are counted per chunk (``np.unique(..., return_counts=True)`` for
-NumPy values, a hash count of Python objects; one Python operation per
-*distinct* value past the count, not per row) and merged into a dict.
+Values are counted per chunk (``np.bincount`` for integers of a small
+range, ``np.unique(..., return_counts=True)`` for other NumPy values,
+pyarrow's ``value_counts`` for strings, given as an Arrow array or as
+Python ``str``, a hash count of other Python objects; one Python operation
+per *distinct* value past the count, not per row) and merged into a dict.
 While a column has at most ``max_vocabulary`` distinct values the counts
 are exact. Past the cap the counts move into an Apache
 DataSketches ``frequent_strings_sketch`` sized to track the cap's worth of
@@ -22,8 +24,10 @@ import math
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .sketches import _datasketches
+from .sketches import _datasketches, small_range_counts
 
 HLL_LG_K = 12
 
@@ -93,17 +97,121 @@ def count_values(values: np.ndarray) -> tuple[list, list[int]]:
     Python objects (strings from CSV and Parquet) are counted by hash and
     only the distinct values sorted: ``np.unique`` sorts every value by
     Python comparison, 0.19 s against 0.02 s for 250 000 strings of 1 000
-    values, and it was 56 % of a CSV statistics pass (issue 28).
+    values, and it was 56 % of a CSV statistics pass (issue 28). A column
+    of ``str`` is counted by pyarrow, and integers of a range no wider than
+    the column by ``np.bincount`` (see :func:`count_present`). None is a
+    value here, as ``collections.Counter`` counts it.
     """
     if values.size == 0:
         return [], []
     if values.dtype.kind == "O":
-        found = collections.Counter(values.tolist())
-        try:
-            items = sorted(found.items())
-        except TypeError:  # mixed types do not sort: the order they came in
-            items = list(found.items())
-        return [value for value, _ in items], [count for _, count in items]
+        counted = _count_strings(values)
+        if counted is not None and counted[2] == 0:
+            return counted[0], counted[1]
+        return _count_objects(values)
+    return _count_numbers(values)
+
+
+def is_arrow_text(values: Any) -> bool:
+    """Whether a column is an Arrow array of text or binary (or a dictionary of them), as Arrow-backed
+    sources could hand the statistics before converting it to Python objects."""
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return False
+    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+    return bool(
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def arrow_text_type(values: Any) -> str:
+    """The Python type name of an Arrow text column's values, as ``dtype_name`` gives for objects."""
+    if values.null_count == len(values):
+        return "object"
+    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+    return "str" if pa.types.is_string(kind) or pa.types.is_large_string(kind) else "bytes"
+
+
+def count_present(values: Any) -> tuple[list, list[int], int]:
+    """:func:`count_values` of the values that are not None, and how many were None.
+
+    A column of ``str`` (or None) goes to pyarrow in one conversion, which
+    finds the None too, and ``pyarrow.compute.value_counts`` counts it
+    without the GIL: 0.08 s per million strings of 1 000 values against
+    0.11 s for the None check and ``collections.Counter`` (the pass's
+    largest cost after the CSV parse, issue 28). An Arrow text column
+    (:func:`is_arrow_text`) is counted as it is: 0.025 s per million.
+    """
+    if is_arrow_text(values):
+        return _arrow_counts(values)
+    if values.dtype.kind != "O":
+        return (*count_values(values), 0)
+    counted = _count_strings(values) if values.size else None
+    if counted is not None:
+        return counted
+    missing = none_mask(values)
+    nulls = int(missing.sum())
+    return (*count_values(values[~missing] if nulls else values), nulls)
+
+
+def none_mask(values: np.ndarray) -> np.ndarray:
+    """Where an object array holds None, as a bool array."""
+    try:  # a C loop: 3.5 ms for 250 000 strings where a Python lambda per value took 36 ms
+        return np.asarray(np.equal(values, None), dtype=np.bool_)  # type: ignore[call-overload]
+    except (TypeError, ValueError):  # values whose == does not give one bool (arrays in a list column)
+        return np.frompyfunc(lambda v: v is None, 1, 1)(values).astype(bool)
+
+
+def _count_strings(values: np.ndarray) -> tuple[list, list[int], int] | None:
+    """Sorted distinct values, their counts and the None count of an object array of ``str`` and None;
+    None for any other content (bytes, numbers, a mix), which pyarrow would convert or refuse.
+
+    pyarrow infers ``string`` only when every value is a ``str`` or None (bytes among them give
+    ``binary``, NaN or an int an error), so what it counts are the values ``Counter`` would.
+    """
+    flat = values.reshape(-1)
+    first = next((value for value in flat[:64] if value is not None), None)
+    if not isinstance(first, str):  # bytes (an image column), numbers: not converted only to be refused
+        return None
+    try:
+        array = pa.array(flat)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        return None
+    return _arrow_counts(array)
+
+
+def _arrow_counts(array: pa.Array | pa.ChunkedArray) -> tuple[list, list[int], int]:
+    """Sorted distinct values, counts and null count of an Arrow text or binary column."""
+    if pa.types.is_dictionary(array.type):
+        array = array.cast(array.type.value_type)
+    counted = pc.value_counts(array)
+    pairs = [
+        (value, count)
+        for value, count in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())
+        if value is not None
+    ]
+    pairs.sort()  # distinct str (or bytes): by value
+    return [value for value, _ in pairs], [count for _, count in pairs], int(array.null_count)
+
+
+def _count_objects(values: np.ndarray) -> tuple[list, list[int]]:
+    found = collections.Counter(values.tolist())
+    try:
+        items = sorted(found.items())
+    except TypeError:  # mixed types do not sort: the order they came in
+        items = list(found.items())
+    return [value for value, _ in items], [count for _, count in items]
+
+
+def _count_numbers(values: np.ndarray) -> tuple[list, list[int]]:
+    counted = small_range_counts(values)
+    if counted is not None:
+        uniques, counts = counted
+        return uniques.tolist(), counts.tolist()
     uniques, counts = np.unique(values, return_counts=True)
     return uniques.tolist(), counts.tolist()
 
