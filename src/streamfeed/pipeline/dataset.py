@@ -281,7 +281,12 @@ class Dataset(Settings):
         return self.resolution.layout()
 
     def fragment_pass(
-        self, summarise: Callable[[int, Chunk], T], *, threads: int | None = None, name: str = "pass"
+        self,
+        summarise: Callable[[int, Chunk], T],
+        *,
+        threads: int | None = None,
+        name: str = "pass",
+        text_as_arrow: bool = False,
     ) -> Generator[T | None, None, None]:
         """``summarise(index, chunk)`` of every fragment read through the per-fragment ops, in fragment order.
 
@@ -290,7 +295,7 @@ class Dataset(Settings):
         read in a bounded pool under the error policy (None for a fragment
         skipped as bad); close the iterator, or exhaust it, to stop its threads.
         """
-        return self.resolution.fragment_pass(summarise, threads=threads, name=name)
+        return self.resolution.fragment_pass(summarise, threads=threads, name=name, text_as_arrow=text_as_arrow)
 
     def num_rows(self, epoch: int = 0) -> int:
         """Rows this shard yields per epoch (before last-batch dropping; sharded: filler rows included)."""

@@ -16,6 +16,7 @@ from typing import Callable, Generator, Sequence, TypeVar
 
 from ..core import Chunk, Fragment
 from ..errors import BadInputReport
+from ..files.arrow import TEXT_AS_ARROW
 from ..memory import default_read_threads
 from ..runtime.reader import in_order, read_fragment
 from ..runtime.spec import Op
@@ -33,6 +34,7 @@ def fragment_pass(
     threads: int | None = None,
     decode_bytes: int | None = None,
     name: str = "pass",
+    text_as_arrow: bool = False,
 ) -> Generator[T | None, None, None]:
     """``summarise(index, chunk)`` of each fragment (``indices``: these only), in order; None for one skipped as bad.
 
@@ -42,8 +44,14 @@ def fragment_pass(
     threads = max(1, threads or default_read_threads())
     chosen = range(len(fragments)) if indices is None else indices
 
+    arrow = text_as_arrow and not row_ops  # a map or filter is given NumPy, as in an epoch
+
     def work(index: int) -> T | None:
-        chunk = read_fragment(fragments[index], row_ops, report, decode_bytes=decode_bytes)
+        token = TEXT_AS_ARROW.set(arrow)
+        try:
+            chunk = read_fragment(fragments[index], row_ops, report, decode_bytes=decode_bytes)
+        finally:
+            TEXT_AS_ARROW.reset(token)
         return None if chunk is None else summarise(index, chunk)
 
     pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix=f"streamfeed-{name}")

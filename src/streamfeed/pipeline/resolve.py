@@ -187,6 +187,7 @@ class Resolution:
         *,
         threads: int | None = None,
         name: str = "pass",
+        text_as_arrow: bool = False,
     ) -> Generator[passes.T | None, None, None]:
         """:func:`passes.fragment_pass` over this dataset's fragments, ops, report and decode bound.
 
@@ -210,6 +211,7 @@ class Resolution:
             threads=pass_threads(largest, self.memory_limit, wanted, self.smaller_fragments),
             decode_bytes=self.decode_bytes,
             name=name,
+            text_as_arrow=text_as_arrow,
         )
 
     # --------------------------------------------------------------- layout

@@ -237,7 +237,7 @@ def compute_stats(
         return _summarise(chunk, names, options, PositionSampler(index, options["quantile_sample"], state["threshold"]))
 
     total = _FragmentSummary()
-    parts = dataset.fragment_pass(summarise, threads=threads, name="stats")
+    parts = dataset.fragment_pass(summarise, threads=threads, name="stats", text_as_arrow=True)
     for done, part in enumerate(parts, 1):
         if part is not None:  # None: a fragment skipped as bad input (in the report)
             state["threshold"] = _merge(total, part)

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..files.arrow import is_text
 from .sketches import _datasketches, small_range_counts
 
 HLL_LG_K = 12
@@ -114,16 +115,8 @@ def count_values(values: np.ndarray) -> tuple[list, list[int]]:
 
 def is_arrow_text(values: Any) -> bool:
     """Whether a column is an Arrow array of text or binary (or a dictionary of them), as Arrow-backed
-    sources could hand the statistics before converting it to Python objects."""
-    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return False
-    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
-    return bool(
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-    )
+    sources hand a statistics pass (``files.arrow.TEXT_AS_ARROW``) before converting it to Python objects."""
+    return isinstance(values, (pa.Array, pa.ChunkedArray)) and is_text(values.type)
 
 
 def arrow_text_type(values: Any) -> str:
