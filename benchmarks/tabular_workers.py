@@ -263,12 +263,17 @@ def log(message: str) -> None:
     print(message, flush=True)
 
 
-def run_iter_cells(script: str, args: Any, paths: dict[str, Path], approaches) -> list[dict]:
-    """Each iteration approach on each data size, each in a fresh ``script --worker`` process."""
+def run_iter_cells(
+    script: str, args: Any, paths: dict[str, Path], approaches, warm: Callable[[Path], Any] = C.warm_cache
+) -> list[dict]:
+    """Each iteration approach on each data size, each in a fresh ``script --worker`` process.
+
+    ``warm(path)`` reads the files of the data set first (the page cache is warm for every approach).
+    """
     results = []
     for size, path in paths.items():
         for approach in approaches:
-            C.warm_cache(path)
+            warm(path)
             result = C.run_worker(
                 script,
                 ["--mode", "iter", "--approach", approach, "--path", str(path), "--min-seconds", str(args.min_seconds)],
@@ -298,6 +303,7 @@ def run_fit_cells(
     size: str = "1x",
     spes=A.FIT_SPES,
     epochs: int = 3,
+    warm: Callable[[Path], Any] = C.warm_cache,
 ) -> list[dict]:
     """Each fit approach per backend and steps_per_execution (torch: 1 only), each in a fresh process."""
     results = []
@@ -306,7 +312,7 @@ def run_fit_cells(
             if approach == "generator" and backend != "tensorflow":
                 continue
             for spe in [s for s in spes if s in A.BACKEND_SPES.get(backend, A.FIT_SPES)]:
-                C.warm_cache(path)
+                warm(path)
                 result = C.run_worker(
                     script,
                     ["--mode", "fit", "--backend", backend, "--approach", approach, "--spe", str(spe)]
