@@ -77,7 +77,10 @@ def parse(argv=None):
 
 def iteration_tables(iteration: list[dict]) -> tuple[list[str], list[str]]:
     """One table per measure (peers x unshuffled/shuffled); returns the lines and the cells streamfeed does not lead."""
-    lines, misses = [], []
+    lines: list[str] = []
+    misses: list[str] = []
+    if not iteration:
+        return lines, misses
     for title, key, show, higher in ITER_MEASURES:
         rows = []
         for peer, label in PEERS.items():
@@ -106,7 +109,8 @@ def fit_misses(fits: list[dict], ratios: dict[str, float]) -> list[str]:
         ours = ratios.get(f"fit/{backend}/{spe}/streamfeed{'_shuffled' if shuffled else ''}_vs_ceiling")
         if ours is None or value >= ours:
             shown = "-" if ours is None else f"{ours:.2f}"
-            cell = f"{BACKEND_SHORT.get(backend, backend)} {spe} {'shuffled' if shuffled else 'unshuffled'}"
+            mode = MODES["_shuffled" if shuffled else ""]
+            cell = f"{BACKEND_SHORT.get(backend, backend)} {spe.replace('spe', 'spe=')} {mode}"
             misses.append(f"fit {cell}: {PEERS[peer]} {value:.2f} vs {shown}")
     return misses
 

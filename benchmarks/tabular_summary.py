@@ -49,7 +49,7 @@ def summarize(iteration: list[dict], fits: list[dict], fit_memory: list[dict]) -
     headers += ["vs limit", f"RSS 1x→{sizes[-1]}"]
     lines.append(C.table(headers, rows))
     lines.append(
-        "  rows/s = median over whole epochs (>= 3, >= --min-seconds), best = fastest epoch; "
+        "  rows/s = median over whole epochs (>= 5, >= --min-seconds), best = fastest epoch; "
         "CPU s/Mrow = process CPU time\n"
         "  per million rows (all threads); peakRSS in MiB; ΔN = peak RSS minus RSS after imports and setup\n"
         "  (the pipeline's own memory); vs limit = median rows/s / the scanner's median rows/s at 1x."
