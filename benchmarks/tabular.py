@@ -41,6 +41,7 @@ from pathlib import Path
 import _common as C
 import tabular_workers as W
 from tabular_approaches import FIT_APPROACHES, ITER_APPROACHES
+from tabular_approaches import make_pydatasets as make_pydatasets  # larger_than_memory.py imports it from here
 from tabular_summary import summarize
 
 SCRIPT = str(Path(__file__).resolve())

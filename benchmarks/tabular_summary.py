@@ -14,7 +14,7 @@ from tabular_approaches import (
     SHUFFLE_CPU_PAIRS,
     TARGETS,
 )
-from tabular_workers import find
+from tabular_workers import PROCESS, find
 
 
 def summarize(iteration: list[dict], fits: list[dict], fit_memory: list[dict]) -> tuple[str, dict]:
@@ -175,7 +175,25 @@ def floor_summary(iteration: list[dict]) -> tuple[list[str], dict[str, float]]:
         f"  {min(r['epochs'] for r in floors)}+ epochs; x floor = this CPU / the floor's "
         "(best / best, median / median); targets on the median."
     )
+    lines += ["", iteration_profile(iteration, FLOOR_APPROACHES + tuple(FLOOR_TARGETS))]
     return lines, ratios
+
+
+def iteration_profile(iteration: list[dict], approaches) -> str:
+    """CPU s per M rows by thread group of each approach (iteration, no model), from untimed profile epochs."""
+    found = [find(iteration, size="1x", approach=a) for a in approaches]
+    found = [r for r in found if r and "thread_cpu_s_per_mrow" in r]
+    groups = list(dict.fromkeys(g for r in found for g in sorted(r["thread_cpu_s_per_mrow"]) if g != PROCESS))
+    rows = [
+        [ITER_APPROACHES[r["approach"]], f"{r['thread_cpu_s_per_mrow'].get(PROCESS, 0.0):.3f}"]
+        + [f"{r['thread_cpu_s_per_mrow'].get(g, 0.0):.3f}" for g in groups]
+        for r in found
+    ]
+    text = C.table(["iteration profile: CPU s per M rows by thread", "process"] + groups, rows)
+    return text + (
+        "\n  over 2 more epochs after the timed ones (so that those do not pay for sampling /proc every 16 batches);"
+        "\n  10 ms ticks; the groups sum to less than the process where threads ended between samples."
+    )
 
 
 def fit_summary(fits: list[dict], labels: dict[str, str]) -> tuple[list[str], dict[str, float]]:

@@ -116,6 +116,7 @@ def iter_worker(args: Any, setup: Callable[[str, Path], Served] = tabular_served
         sums.append(checksum)
         rows_seen.append(rows)
         e += 1
+    threads = _profile_epochs(served, e, PROFILE_EPOCHS)
     rates = [r / t for r, t in zip(rows_seen, times)]
     cpu_per_mrow = [c / r * 1e6 for c, r in zip(cpus, rows_seen)]
     result = {
@@ -129,12 +130,37 @@ def iter_worker(args: Any, setup: Callable[[str, Path], Served] = tabular_served
         "cpu_s_per_mrow_best": min(cpu_per_mrow),
         "cpu_s_per_mrow_all": cpu_per_mrow,
         "label_sum": sums[0],
+        "thread_cpu_s_per_mrow": threads,  # of PROFILE_EPOCHS more epochs, untimed
         "base_rss": base_rss,
         "peak_rss": C.peak_rss(),
     }
     if served.layout is not None:
         result["layout"] = served.layout()
     return result
+
+
+PROFILE_EPOCHS = 2
+PROCESS = "process (all threads)"
+
+
+def _profile_epochs(served: Served, first: int, epochs: int) -> dict[str, float]:
+    """CPU s per M rows by thread group over ``epochs`` more epochs: where the CPU goes (the profile of a miss).
+
+    Kept out of the timed epochs: sampling /proc every 16 batches costs CPU
+    in the measured process (threads ending between samples keep their last time).
+    """
+    profile = C.ThreadCPU()
+    before, rows, c0 = profile.sample(), 0, time.process_time()
+    for e in range(first, first + epochs):
+        it = served.epoch(e)
+        for n, batch in enumerate(it):
+            rows += len(served.label(batch))
+            if n % 16 == 15:
+                profile.sample()
+        served.close(it)
+    groups = C.ThreadCPU.between(before, profile.sample())
+    groups[PROCESS] = time.process_time() - c0  # more than the groups' sum by what ended between samples
+    return {group: spent / rows * 1e6 for group, spent in groups.items()}
 
 
 FitInputs = tuple[tuple, int | None, dict]  # (fit's positional inputs, rows an epoch, fit keyword arguments)
