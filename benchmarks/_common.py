@@ -224,3 +224,46 @@ def _thread_group(name: str | None) -> str:
         if name.startswith(prefix):
             return group
     return "other Python threads"
+
+
+def environment(packages=("keras", "tensorflow-cpu", "jax", "pandas", "streamfeed")) -> dict:
+    """The machine, the versions measured and the load average at start: the header every report prints."""
+    import platform
+
+    import numpy
+    import pyarrow
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "numpy": numpy.__version__,
+        "pyarrow": pyarrow.__version__,
+        "pyarrow_cpu_count": pyarrow.cpu_count(),
+        "pyarrow_io_threads": pyarrow.io_thread_count(),
+        "loadavg_start": os.getloadavg(),
+    }
+    try:
+        import subprocess
+
+        root = Path(__file__).resolve().parent.parent
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        ).stdout.strip()
+        env["streamfeed_commit"] = head + (" + uncommitted changes in src/" if dirty else "")
+    except Exception:
+        env["streamfeed_commit"] = None
+    try:
+        from importlib.metadata import version
+
+        for name in packages:
+            try:
+                env[name] = version(name)
+            except Exception:
+                env[name] = None
+    except Exception:
+        pass
+    return env
