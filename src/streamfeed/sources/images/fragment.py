@@ -82,7 +82,7 @@ class ImageFragment:
                     data = self._load(index)
                     if not data:
                         raise ImageDecodeError("the file is empty (0 bytes)")
-                    images[index] = decode(data, spec, source.decoder)
+                    decode(data, spec, source.decoder, out=images[index])  # written in place: no copy
                     continue
                 except FileChangedError:
                     raise  # not a bad file: rows of two versions of the folder would be mixed

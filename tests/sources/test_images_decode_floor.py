@@ -1,0 +1,129 @@
+"""The JPEG fast path (issue 27): one header read per file, decoded in place, the same pixels as before.
+
+``decode()`` with simplejpeg used to open every JPEG with Pillow (its header
+parsed in Python, 0.05 ms a file) before libjpeg-turbo parsed it again to
+decode, and decoded into a new array copied into the fragment's. Now the
+header is read once by libjpeg-turbo (size check, mode, scale), Pillow is
+asked only for a file holding an APP1 segment (EXIF or XMP: its
+orientation), and a decode that lands on the target is written into the
+fragment's array. What is served must not change: every case here is
+compared with the Pillow-header path, which is the code as it was.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+simplejpeg = pytest.importorskip("simplejpeg")
+
+import streamfeed.sources.images.decode as decode_module  # noqa: E402
+from streamfeed.readers import read_images  # noqa: E402
+from streamfeed.sources.images.decode import DecodeSpec, decode, scaled_size  # noqa: E402
+
+
+def jpeg(width: int, height: int, *, mode: str = "RGB", orientation: int | None = None, seed: int = 0) -> bytes:
+    """A smooth random JPEG written by Pillow (with an EXIF orientation tag when given)."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (max(1, height // 8), max(1, width // 8), 3), dtype=np.uint8)
+    image = Image.fromarray(small).resize((width, height), Image.BICUBIC).convert(mode)
+    options = {"quality": 90}
+    if orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        options["exif"] = exif.tobytes()
+    out = io.BytesIO()
+    image.save(out, "JPEG", **options)
+    return out.getvalue()
+
+
+def as_before(data: bytes, spec: DecodeSpec) -> np.ndarray:
+    """What ``decode`` served before: Pillow's header parse, then simplejpeg into a new array."""
+    return decode_module._decode_pillow(data, spec, "simplejpeg")
+
+
+CASES = [  # (stored width, height, mode, orientation, target h, w, channels, dtype, resize)
+    (256, 256, "RGB", None, 224, 224, 3, "uint8", "stretch"),  # 7/8: decoded in place
+    (256, 256, "RGB", None, 224, 224, 3, "float32", "stretch"),
+    (256, 256, "L", None, 224, 224, 1, "uint8", "stretch"),
+    (256, 256, "RGB", None, 224, 224, 1, "uint8", "stretch"),  # RGB file, grey output
+    (1024, 768, "RGB", None, 256, 256, 3, "uint8", "stretch"),  # scaled, then resized
+    (300, 200, "RGB", None, 100, 150, 3, "uint8", "stretch"),  # 1/2 lands on it
+    (300, 200, "RGB", None, 96, 96, 3, "uint8", "crop"),
+    (300, 200, "RGB", None, 96, 96, 3, "uint8", "pad"),
+    (64, 32, "RGB", 6, 32, 64, 3, "uint8", "stretch"),  # EXIF: Pillow reads the orientation
+    (64, 32, "RGB", 1, 16, 8, 3, "uint8", "stretch"),  # an APP1 saying upright
+    (64, 32, "RGB", 3, 16, 32, 3, "float32", "crop"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}x{c[1]}-{c[2]}-o{c[3]}-{c[6]}c-{c[7]}-{c[8]}" for c in CASES])
+def test_the_fast_path_serves_what_the_pillow_header_path_served(case):
+    width, height, mode, orientation, th, tw, channels, dtype, resize = case
+    data = jpeg(width, height, mode=mode, orientation=orientation)
+    spec = DecodeSpec(th, tw, channels, dtype, resize)
+    expected = as_before(data, spec)
+    plain = decode(data, spec, "simplejpeg")
+    out = np.full(spec.shape, 7, dtype=dtype)
+    into = decode(data, spec, "simplejpeg", out=out)
+    assert into is out
+    for got in (plain, into):
+        assert got.shape == spec.shape and got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_scaled_size_is_simplejpegs_own():
+    """The scale computed without a second header read is the one libjpeg-turbo decodes at."""
+    data = {size: jpeg(*size) for size in [(256, 256), (257, 131), (1000, 17), (9, 640), (1, 1), (333, 334)]}
+    for (width, height), encoded in data.items():
+        for need in [(1, 1), (224, 224), (31, 7), (width, height), (width + 5, 3), (width // 2, height // 3 + 1)]:
+            h, w, _, _ = simplejpeg.decode_jpeg_header(encoded, min_height=need[1], min_width=need[0])
+            assert scaled_size((width, height), need) == (w, h), ((width, height), need)
+
+
+def test_each_jpeg_header_is_read_once_and_pillow_not_at_all(tmp_path, monkeypatch):
+    """Per file: the probe at open reads the header, the decode reads it once more (C); Pillow never opens one.
+
+    Before: Pillow opened every file in ``decode()`` (its header parsed in
+    Python) before simplejpeg parsed it again.
+    """
+    root = tmp_path / "data"
+    for index in range(6):
+        (root / f"c{index % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{index % 2}" / f"{index}.jpg").write_bytes(jpeg(256, 256, seed=index))
+    headers, opens = [], []
+    read_header, pillow_open = simplejpeg.decode_jpeg_header, Image.open
+
+    def counted_header(data, *args, **kwargs):
+        headers.append(bytes(data[:3]))
+        return read_header(data, *args, **kwargs)
+
+    def counted_open(*args, **kwargs):
+        opens.append(args[0])
+        return pillow_open(*args, **kwargs)
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg_header", counted_header)
+    monkeypatch.setattr(Image, "open", counted_open)
+    ds = read_images(root, size=(224, 224), decoder="simplejpeg")
+    assert len(headers) == 6 and not opens  # the probe: one C header read per file
+    with ds.batch(4).iter_epoch(0) as batches:
+        images = np.concatenate([batch["image"] for batch in batches])
+    assert images.shape == (6, 224, 224, 3)
+    assert len(headers) == 12 and not opens  # the decode: one more per file, and Pillow's parse no more
+
+
+def test_an_exif_file_still_gets_its_orientation_from_pillow(tmp_path: Path):
+    """A file with an APP1 segment is the one case Pillow parses: rotated as before."""
+    root = tmp_path / "data" / "c"
+    root.mkdir(parents=True)
+    data = jpeg(64, 32, orientation=6)
+    (root / "r.jpg").write_bytes(data)
+    with read_images(tmp_path / "data", size=(64, 32), decoder="simplejpeg").batch(1).iter_epoch(0) as batches:
+        (batch,) = list(batches)
+    expected = np.rot90(simplejpeg.decode_jpeg(data), -1)
+    spec = DecodeSpec(64, 32)
+    np.testing.assert_array_equal(batch["image"][0], decode_module._finish_array(expected, spec, (32, 64)))
