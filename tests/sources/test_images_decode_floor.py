@@ -26,8 +26,10 @@ from streamfeed.readers import read_images  # noqa: E402
 from streamfeed.sources.images.decode import DecodeSpec, decode, scaled_size  # noqa: E402
 
 
-def jpeg(width: int, height: int, *, mode: str = "RGB", orientation: int | None = None, seed: int = 0) -> bytes:
-    """A smooth random JPEG written by Pillow (with an EXIF orientation tag when given)."""
+def jpeg(
+    width: int, height: int, *, mode: str = "RGB", orientation: int | None = None, seed: int = 0, xmp: int | None = None
+) -> bytes:
+    """A smooth random JPEG written by Pillow (with an EXIF, or XMP, orientation when given)."""
     rng = np.random.default_rng(seed)
     small = rng.integers(0, 256, (max(1, height // 8), max(1, width // 8), 3), dtype=np.uint8)
     image = Image.fromarray(small).resize((width, height), Image.BICUBIC).convert(mode)
@@ -36,6 +38,10 @@ def jpeg(width: int, height: int, *, mode: str = "RGB", orientation: int | None 
         exif = Image.Exif()
         exif[0x0112] = orientation
         options["exif"] = exif.tobytes()
+    if xmp is not None:
+        options["xmp"] = (
+            f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><tiff:Orientation>{xmp}</tiff:Orientation></x:xmpmeta>'.encode()
+        )
     out = io.BytesIO()
     image.save(out, "JPEG", **options)
     return out.getvalue()
@@ -58,13 +64,20 @@ CASES = [  # (stored width, height, mode, orientation, target h, w, channels, dt
     (64, 32, "RGB", 6, 32, 64, 3, "uint8", "stretch"),  # EXIF: Pillow reads the orientation
     (64, 32, "RGB", 1, 16, 8, 3, "uint8", "stretch"),  # an APP1 saying upright
     (64, 32, "RGB", 3, 16, 32, 3, "float32", "crop"),
+    (64, 32, "RGB", "xmp", 32, 64, 3, "uint8", "stretch"),  # XMP's orientation (Pillow reads it without EXIF)
+    (64, 32, "RGB", "tail", 32, 64, 3, "uint8", "stretch"),  # an APP1 marker after the end of the image
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}x{c[1]}-{c[2]}-o{c[3]}-{c[6]}c-{c[7]}-{c[8]}" for c in CASES])
 def test_the_fast_path_serves_what_the_pillow_header_path_served(case):
     width, height, mode, orientation, th, tw, channels, dtype, resize = case
-    data = jpeg(width, height, mode=mode, orientation=orientation)
+    if orientation == "xmp":
+        data = jpeg(width, height, mode=mode, xmp=6)
+    elif orientation == "tail":
+        data = jpeg(width, height, mode=mode) + b"\xff\xe1\x00\x10Exif\x00\x00" + bytes(8)
+    else:
+        data = jpeg(width, height, mode=mode, orientation=orientation)
     spec = DecodeSpec(th, tw, channels, dtype, resize)
     expected = as_before(data, spec)
     plain = decode(data, spec, "simplejpeg")
@@ -74,6 +87,16 @@ def test_the_fast_path_serves_what_the_pillow_header_path_served(case):
     for got in (plain, into):
         assert got.shape == spec.shape and got.dtype == np.dtype(dtype)
         np.testing.assert_array_equal(got, expected)
+
+
+def test_the_segment_walk_sends_every_app1_file_to_pillow_and_only_those():
+    """Pillow reads the orientation of a file whose segments may hold an APP1 (EXIF, XMP, or unsure)."""
+    walk = decode_module._app1_before_scan
+    plain = jpeg(64, 32)
+    assert not walk(plain) and not walk(plain + b"\xff\xe1\x00\x10")  # after the image: not before its scan
+    assert walk(jpeg(64, 32, orientation=1)) and walk(jpeg(64, 32, xmp=6))
+    assert walk(plain[:2] + b"\x00junk" + plain[2:])  # junk between segments: Pillow's parse judges
+    assert walk(plain[:40])  # cut before the scan
 
 
 def test_scaled_size_is_simplejpegs_own():

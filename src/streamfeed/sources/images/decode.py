@@ -397,15 +397,15 @@ def _decode_jpeg(data: bytes, header: JpegHeader, spec: DecodeSpec, out: np.ndar
     """A JPEG in RGB or grey through simplejpeg, from libjpeg-turbo's header read (:func:`jpeg_header`).
 
     The size check and the scale come from that one read; the orientation
-    is 1 unless the bytes hold an APP1 marker (``FF E1`` never occurs in
-    entropy-coded data), when Pillow reads the EXIF as before. When the
+    is 1 unless an APP1 segment (EXIF or XMP) may precede the scan
+    (:func:`_app1_before_scan`), when Pillow reads it as before. When the
     DCT-scaled decode lands on the target (256 -> 224 is 7/8) upright and
     in uint8, libjpeg-turbo writes straight into ``out`` (the fragment's
     row): measured 0.46 against 0.52 ms an image decoding to a new array
     and copying it (1 000 images 256x256 -> 224x224, one core).
     """
     check_size(header, spec.max_image_bytes, spec.channels)
-    orientation = 1 if data.find(b"\xff\xe1") < 0 else _exif_orientation(data)
+    orientation = _exif_orientation(data) if _app1_before_scan(data) else 1
     content, need = _sizes(spec, header.size, orientation)
     direct = out is not None and orientation == 1 and spec.dtype == "uint8"
     if direct and scaled_size(header.size, need) == (spec.width, spec.height):
@@ -416,6 +416,35 @@ def _decode_jpeg(data: bytes, header: JpegHeader, spec: DecodeSpec, out: np.ndar
         return array
     out[...] = array
     return out
+
+
+_LENGTH_MARKERS = frozenset(range(0xC0, 0xFF)) - frozenset(range(0xD0, 0xDA))  # each followed by its length
+
+
+def _app1_before_scan(data: bytes) -> bool:
+    """Whether an APP1 segment may come before a JPEG's first scan (SOS); True whenever unsure.
+
+    Walks the segments by their lengths as Pillow's parser does, stopping at
+    the scan: a search for ``FF E1`` in the whole file took 0.21 ms on a
+    200 KB 1024x1024 JPEG (``FF`` is frequent in entropy-coded data), the
+    walk a few microseconds. Anything but a clean run of length-prefixed
+    markers (junk bytes, a restart marker, a second SOI, the end of the
+    bytes) is unsure, and Pillow judges the file as before.
+    """
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            return True
+        marker = data[pos + 1]
+        if marker == 0xFF:  # a fill byte
+            pos += 1
+        elif marker == 0xDA:
+            return False
+        elif marker == 0xE1 or marker not in _LENGTH_MARKERS:
+            return True
+        else:
+            pos += 2 + ((data[pos + 2] << 8) | data[pos + 3])
+    return True
 
 
 def _exif_orientation(data: bytes) -> int:
