@@ -150,3 +150,26 @@ def test_an_exif_file_still_gets_its_orientation_from_pillow(tmp_path: Path):
     expected = np.rot90(simplejpeg.decode_jpeg(data), -1)
     spec = DecodeSpec(64, 32)
     np.testing.assert_array_equal(batch["image"][0], decode_module._finish_array(expected, spec, (32, 64)))
+
+
+def test_a_short_read_is_read_on_to_the_end(tmp_path, monkeypatch):
+    """The fragment reads a file with one ``os.read`` of its size; a read returning less goes on to the end."""
+    import streamfeed.sources.images.fragment as fragment_module
+
+    root = tmp_path / "data" / "c"
+    root.mkdir(parents=True)
+    data = jpeg(256, 256)
+    (root / "a.jpg").write_bytes(data)
+    calls, real_read = [], fragment_module.os.read
+
+    def short_read(handle, size):
+        calls.append(size)
+        return real_read(handle, min(size, 1000))
+
+    expected = decode(data, DecodeSpec(224, 224), "simplejpeg")
+    dataset = read_images(tmp_path / "data", size=(224, 224), decoder="simplejpeg").batch(1)
+    monkeypatch.setattr(fragment_module.os, "read", short_read)
+    with dataset.iter_epoch(0) as batches:
+        (batch,) = list(batches)
+    np.testing.assert_array_equal(batch["image"][0], expected)
+    assert calls[0] == len(data) + 1 and len(calls) == -(-len(data) // 1000) + 1  # then 1000 at a time, to EOF
