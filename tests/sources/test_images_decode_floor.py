@@ -173,3 +173,35 @@ def test_a_short_read_is_read_on_to_the_end(tmp_path, monkeypatch):
         (batch,) = list(batches)
     np.testing.assert_array_equal(batch["image"][0], expected)
     assert calls[0] == len(data) + 1 and len(calls) == -(-len(data) // 1000) + 1  # then 1000 at a time, to EOF
+
+
+def test_opening_stats_each_file_once_beside_the_walk(tmp_path, monkeypatch):
+    """The fragments' stamps and the fingerprint come from the walk's stat: only the probe stats a file again.
+
+    Before: the stamps (``take_stamps``) and the fingerprint's digest
+    (``file_stats``) each stat'ed every file once more.
+    """
+    import streamfeed.files.stamps as stamps_module
+
+    root = tmp_path / "data"
+    for index in range(5):
+        (root / f"c{index % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{index % 2}" / f"{index}.jpg").write_bytes(jpeg(32, 32, seed=index))
+    stats: list[str] = []
+    real_stat = stamps_module.os.stat
+
+    def counted(path, *args, **kwargs):
+        if str(path).endswith(".jpg"):
+            stats.append(str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(stamps_module.os, "stat", counted)
+    dataset = read_images(root, size=(16, 16))
+    before = len(stats)
+    digest = dataset.source.fingerprint()["digest"]
+    assert before == 5 and len(stats) == 5  # the probe's one stat a file; the fingerprint none
+    monkeypatch.undo()
+    files = sorted(str(path) for path in root.rglob("*.jpg"))
+    from streamfeed.files.paths import file_digest, file_stats
+
+    assert digest == file_digest((str(Path(p).relative_to(root)), s, m) for p, s, m in file_stats(files))
