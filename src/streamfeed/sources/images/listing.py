@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from ...errors import ArgumentError, CorruptFileError, NotFoundError, SchemaError, describe
+from ...files.stamps import Stamp
 from ..labels import LABEL_EXPECTED, is_label
 from .decode import IMAGE_SUFFIXES
 
@@ -63,6 +64,9 @@ class Listing:
     files: list[str] = field(default_factory=list)  # absolute paths as listed (through links), sorted
     classes: list[str | None] = field(default_factory=list)  # top-level folder per file
     sizes: list[int] = field(default_factory=list)
+    # each file's stamp from the walk's own stat (None: not to be had), so the source stats no file again for its
+    # fragments' stamps and its fingerprint: at open, 10 000 files were stat'ed four times (0.057 CPU ms an image)
+    stamps: list[Stamp | None] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)  # every top-level class folder
     ignored: dict[str, list[str]] = field(
         default_factory=lambda: {"hidden": [], "not_image": [], "outside_class_folders": [], "repeated_directory": []}
@@ -116,6 +120,7 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
             describe("Invalid follow_links", expected=f"one of {list(FOLLOW_LINKS)}", found=repr(follow_links))
         )
     listing = Listing()
+    seen: dict[str, Stamp] = {}
     real_root = os.path.realpath(root)
     found: list[tuple[tuple[str, ...], str, int]] = []
     linked: list[tuple[tuple[str, ...], str, str, int]] = []  # (parts, path, real target, size) of file links
@@ -157,7 +162,7 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
             elif labels == "inferred" and not parts:
                 listing.ignored["outside_class_folders"].append(path)
             else:
-                size = _size(entry)
+                size = _size(entry, seen)
                 if link:
                     linked.append((parts + (name,), path, real, size))
                 else:
@@ -181,6 +186,7 @@ def list_images(root: str, labels: Labels | None, follow_links: FollowLinks = "i
         listing.files.append(path)
         listing.classes.append(parts[0] if labels == "inferred" else None)
         listing.sizes.append(size)
+        listing.stamps.append(seen.get(path))
     for paths in (*listing.ignored.values(), *listing.links.values()):
         paths.sort()
     _say_not_followed(root, listing)
@@ -294,11 +300,14 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _size(entry: os.DirEntry) -> int:
+def _size(entry: os.DirEntry, seen: dict[str, Stamp]) -> int:
+    """The entry's size (following a link), its stamp kept in ``seen``; -1 for a broken link."""
     try:
-        return entry.stat().st_size
+        found = entry.stat()
     except OSError:
         return -1  # a broken link: reported as unreadable when probed or read
+    seen[entry.path] = Stamp.of(found)
+    return found.st_size
 
 
 # Labels (sources/labels.py): gaps are allowed (a validation folder holding some of a larger model's

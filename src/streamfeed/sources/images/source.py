@@ -55,7 +55,7 @@ import numpy as np
 
 from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
-from ...files.paths import file_digest, file_stats
+from ...files.paths import file_digest
 from ..labels import class_names, write_label_map
 from .decode import DecodeSpec, image_byte_limit, resolve_decoder
 from .fragment import PROBE_FILES, ImageFragment, corrupt, probe_files
@@ -108,7 +108,7 @@ class ImageSource(AlikeRows):
         self.links = listing.links
         self.label_map = self._label_map(self.root, listing, labels, label_map)
 
-        files, classes, sizes = listing.files, listing.classes, listing.sizes
+        files, classes, sizes, stamps = listing.files, listing.classes, listing.sizes, listing.stamps
         if verify_headers:
             with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-probe") as pool:
                 probe = functools.partial(probe_files, spec=spec if decode else None)
@@ -123,7 +123,9 @@ class ImageSource(AlikeRows):
                 self.report.reject(error, path=files[index], rows=1, cause=problem)
                 self.bad_files[files[index]] = error
             files, classes, sizes = [files[i] for i in good], [classes[i] for i in good], [sizes[i] for i in good]
+            stamps = [stamps[i] for i in good]
         self.files = tuple(files)
+        self._stamps = tuple(stamps)
         label_array = (
             np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
         )
@@ -134,6 +136,7 @@ class ImageSource(AlikeRows):
                 paths=self.files[start : start + fragment_size],
                 labels=None if label_array is None else label_array[start : start + fragment_size],
                 _source=self,
+                stamps=self._stamps[start : start + fragment_size],
             )
             for start in range(0, len(files), fragment_size)
         ]
@@ -205,8 +208,9 @@ class ImageSource(AlikeRows):
             self._fingerprint = {
                 "format": "images",
                 "files": len(self.files),
-                "digest": file_digest(
-                    (os.path.relpath(path, self.root), size, mtime) for path, size, mtime in file_stats(self.files)
+                "digest": file_digest(  # (path, size, mtime_ns) as files.paths.file_stats gives them, from the stamps
+                    (os.path.relpath(path, self.root), *((0, -1) if stamp is None else (stamp.size, stamp.mtime_ns)))
+                    for path, stamp in zip(self.files, self._stamps)
                 ),
                 "columns": self.column_names,
                 "image": [spec.height, spec.width, spec.channels, spec.dtype, spec.resize]
