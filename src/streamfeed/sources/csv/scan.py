@@ -29,6 +29,8 @@ from typing import Callable
 
 import numpy as np
 
+from .summary import BlockSummary, byte_mask, summarize
+
 NEWLINE, CR = 10, 13
 BLOCK_BYTES = 1 << 20
 """Blocks of the open's scan. Small blocks bound what the scan holds (two blocks and a mask of one, 3 MiB,
@@ -36,6 +38,7 @@ whatever the lines' lengths; 48 MiB at 16 MiB blocks) and are faster, the block 
 CPU's cache: the scan of a 230 MB file of floats takes 0.14-0.16 s at 1 MiB, 0.18-0.19 s at 4 and 0.20-0.26 s at
 16 MiB."""
 _FIND_BLOCK_BYTES = 1 << 20  # long_records: blocks of an in-memory fragment
+TASK_BLOCKS = 4  # scan_ranges: blocks a thread reads and indexes per task (a future per block: 4 % of the scan)
 
 
 class UnbalancedQuote(ValueError):
@@ -64,40 +67,53 @@ class Split:
 class BlockIndex:
     """What the scan of a block needs from the block alone (and its offset): computed in any thread.
 
-    The byte passes (the newlines, the quotes, each newline's rank among
-    the quotes, where a quote opens) are 80 % of the scan; they depend on no
-    state carried from the blocks before, so :func:`scan_ranges` computes
-    them for several blocks at once in threads (NumPy releases the GIL) and
+    The byte passes are 80 % of the scan and depend on no state carried
+    from the blocks before, so :func:`scan_ranges` computes them for
+    several blocks at once in threads (NumPy releases the GIL) and
     :meth:`Scanner.feed` only combines them with that state, in order.
+    ``summary`` (``summary.py``) serves most blocks; the positions of the
+    newlines and quotes, and each newline's rank among the quotes, are
+    found only for the blocks it does not (``newlines`` None: not yet).
     """
 
-    newlines: np.ndarray
-    after_cr: np.ndarray  # whether the byte before each newline is a carriage return (at the block's byte 0: False)
-    quotes: np.ndarray | None  # None: the block holds no quote character (or quoting is off)
-    rank: np.ndarray | None  # the quotes before each newline
+    summary: BlockSummary | None
+    newlines: np.ndarray | None = None
+    after_cr: np.ndarray | None = None  # whether the byte before each newline is a CR (at the block's byte 0: False)
+    quotes: np.ndarray | None = None  # None: the block holds no quote character (or quoting is off)
+    rank: np.ndarray | None = None  # the quotes before each newline
     bad: tuple[int, int] = (-1, -1)  # by the parity at the block's start: the first misplaced opening quote, or -1
 
 
 def index_block(
-    block: bytes | memoryview, *, quote: int | None, delimiter: int, base: int, data_start: int
+    block: bytes | memoryview,
+    *,
+    quote: int | None,
+    delimiter: int,
+    base: int,
+    data_start: int,
+    summary: bool = True,
 ) -> BlockIndex:
     """The :class:`BlockIndex` of ``block``, which starts at byte ``base`` of the stream.
 
-    A quote at the block's first byte is checked by the scanner, against
-    the byte before the block.
+    With ``summary``, a block that the summary shows plain at some parity
+    (the usual case) is not indexed further. A quote at the block's first byte
+    is checked by the scanner, against the byte before the block.
     """
+    found = summarize(block, quote=quote, delimiter=delimiter) if summary else None
+    if found is not None and any(found.plain):  # plain at parity 0, or inside a field that began before it
+        return BlockIndex(found)
     buf = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(buf == NEWLINE)
+    newlines = np.flatnonzero(byte_mask(buf, NEWLINE))
     after_cr = buf[np.maximum(newlines - 1, 0)] == CR
     if newlines.size and newlines[0] == 0:
         after_cr[0] = False  # the scanner looks at the block before's last byte
     # A block without a quote character is scanned as a file without quoting is: ``bytes.find`` (memchr) instead
     # of the quote pass, 16 ms instead of 29 per 16 MiB of numbers.
     if quote is None or not _has_byte(block, quote):
-        return BlockIndex(newlines, after_cr, None, None)
-    quotes = np.flatnonzero(buf == quote)
+        return BlockIndex(found, newlines, after_cr)
+    quotes = np.flatnonzero(byte_mask(buf, quote))
     if not quotes.size:
-        return BlockIndex(newlines, after_cr, quotes, None)
+        return BlockIndex(found, newlines, after_cr, quotes)
     before = buf[np.maximum(quotes - 1, 0)]
     # after a quote: the second quote of an escaped pair ``""`` inside a quoted field
     ok = (before == delimiter) | (before == NEWLINE) | (before == CR) | (before == quote)
@@ -107,7 +123,7 @@ def index_block(
     for parity in (0, 1):  # at parity p the quotes numbered p, p + 2, ... open fields
         opening = ok[parity::2]
         bad.append(-1 if opening.all() else parity + 2 * int(np.argmin(opening)))
-    return BlockIndex(newlines, after_cr, quotes, np.searchsorted(quotes, newlines), (bad[0], bad[1]))
+    return BlockIndex(found, newlines, after_cr, quotes, np.searchsorted(quotes, newlines), (bad[0], bad[1]))
 
 
 @dataclass
@@ -158,8 +174,16 @@ class Scanner:
         base = self.offset
         if index is None:
             index = self.index(block, base)
-        newlines, quotes = index.newlines, index.quotes
-        terms, after_cr = newlines, index.after_cr
+        first_content = self._plain(index.summary, buf)
+        if first_content is not None:
+            assert index.summary is not None
+            self._feed_plain(index.summary, buf, first_content)
+            return
+        if index.newlines is None:
+            index = self.index(block, base, summary=False)
+        newlines, quotes, after_cr = index.newlines, index.quotes, index.after_cr
+        assert newlines is not None and after_cr is not None
+        terms = newlines
         if quotes is not None and quotes.size:
             self._check_openings(buf, index, base)
             assert index.rank is not None
@@ -189,9 +213,57 @@ class Scanner:
         self.last_byte = int(buf[-1])
         self.offset += buf.size
 
-    def index(self, block: bytes | memoryview, base: int) -> BlockIndex:
-        """:func:`index_block` of ``block`` starting at byte ``base``, with this scanner's quote and delimiter."""
-        return index_block(block, quote=self.quote, delimiter=self.delimiter, base=base, data_start=self.data_start)
+    def index(self, block: bytes | memoryview, base: int, summary: bool = True) -> BlockIndex:
+        """:func:`index_block` of ``block`` starting at byte ``base``, with this scanner's quote and delimiter.
+
+        No summary when every record is collected (``record_lines``): each block needs its positions.
+        """
+        summary = summary and not (self.collect and self.longer_than is None)
+        return index_block(
+            block,
+            quote=self.quote,
+            delimiter=self.delimiter,
+            base=base,
+            data_start=self.data_start,
+            summary=summary,
+        )
+
+    def _plain(self, summary: BlockSummary | None, buf: np.ndarray) -> int | None:
+        """The bytes of the first record ending in the block, if the block can take :meth:`_feed_plain`.
+
+        It can when every record it ends is whole and outside quotes (the
+        summary shows it plain at this parity), none is the header, longer
+        than ``longer_than`` or the last of a split, and records are not
+        each collected.
+        """
+        if summary is None or summary.newlines == 0 or not summary.plain[self.parity]:
+            return None
+        if (self.header and self.header_end is None) or (self.collect and self.longer_than is None):
+            return None
+        first, base = summary.first, self.offset
+        before = int(buf[first - 1]) if first else self.last_byte
+        content = base + first - self.last_term - 1 - (before == CR)
+        if self.longer_than is not None and max(content, buf.size) > self.longer_than:
+            return None
+        if self.split_bytes is not None:
+            if self._split_start is None or base + summary.last >= self._split_start + self.split_bytes - 1:
+                return None
+        return content
+
+    def _feed_plain(self, summary: BlockSummary, buf: np.ndarray, first_content: int) -> None:
+        """:meth:`feed` of a plain block: its counts, without the positions of its records.
+
+        The summary counts the empty lines among the newlines after the
+        first; the first record, which may begin in an earlier block, is
+        empty when ``first_content`` is 0.
+        """
+        self.rows += summary.newlines - 1 - summary.empty + (first_content > 0)
+        self.last_term = self.offset + summary.last
+        self.record_line = 1 + self.lines_before + summary.newlines
+        self.lines_before += summary.newlines
+        self.parity ^= summary.quotes & 1
+        self.last_byte = int(buf[-1])
+        self.offset += buf.size
 
     def finish(self) -> None:
         """Counts a last record without a final newline; checks quotes closed."""
@@ -212,7 +284,7 @@ class Scanner:
     # ------------------------------------------------------------------ helpers
     def _check_openings(self, buf: np.ndarray, index: BlockIndex, base: int) -> None:
         """A quote seen at even parity opens a field: it must follow a delimiter or line start."""
-        assert index.quotes is not None
+        assert index.quotes is not None and index.newlines is not None
         bad = index.bad[self.parity]
         if self.parity == 0 and index.quotes[0] == 0 and base != self.data_start:  # after the block before's last byte
             if self.last_byte not in (self.delimiter, NEWLINE, CR, self.quote):
@@ -350,31 +422,36 @@ def scan_ranges(
     one :func:`scan_stream` gives (same records, splits, lines and errors)
     at up to ``threads`` times its speed: a 3.7 GB click log at 1.2 GB/s on
     two cores against 0.40 (``benchmarks/csv_count.py``). At most
-    ``2 * threads + 1`` blocks are held; the threads are joined before this
+    ``2 * threads + 1`` tasks of :data:`TASK_BLOCKS` blocks are held; the threads are joined before this
     returns, also when the scan raises. A file that ends early (truncated
     while it is counted) raises ``OSError``.
     """
-    offsets = iter(range(scanner.offset, size, block_bytes))
+    step = block_bytes * TASK_BLOCKS
+    offsets = iter(range(scanner.offset, size, step))
 
-    def read_block(offset: int) -> tuple[bytes, BlockIndex]:
-        wanted = min(block_bytes, size - offset)
-        block = read_at(offset, wanted)
-        if len(block) != wanted:
-            raise OSError(f"the file ended at byte {offset + len(block)} while it was counted ({size} bytes at open)")
-        return block, scanner.index(block, offset)
+    def read_blocks(start: int) -> list[tuple[bytes, BlockIndex]]:
+        blocks = []
+        for offset in range(start, min(start + step, size), block_bytes):
+            wanted = min(block_bytes, size - offset)
+            block = read_at(offset, wanted)
+            if len(block) != wanted:
+                raise OSError(f"the file ended at byte {offset + len(block)} while it was counted ({size} at open)")
+            blocks.append((block, scanner.index(block, offset)))
+        return blocks
 
     with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-csv-scan") as pool:
         first = itertools.islice(offsets, 2 * threads)
-        pending = collections.deque(pool.submit(read_block, offset) for offset in first)
+        pending = collections.deque(pool.submit(read_blocks, offset) for offset in first)
         try:
             while pending:
-                block, index = pending.popleft().result()
+                blocks = pending.popleft().result()
                 offset = next(offsets, None)
                 if offset is not None:
-                    pending.append(pool.submit(read_block, offset))
-                scanner.feed(block, index)
-                if progress is not None:
-                    progress(scanner.offset)
+                    pending.append(pool.submit(read_blocks, offset))
+                for block, index in blocks:
+                    scanner.feed(block, index)
+                    if progress is not None:
+                        progress(scanner.offset)
         finally:
             for future in pending:
                 future.cancel()
