@@ -15,6 +15,8 @@ times:
 * ``parallel``: ``CsvSource`` as it opens the file (``scan_ranges``:
   threads read and index blocks, the count cache off).
 
+``--before-src DIR`` adds ``before``: ``CsvSource`` opened from another
+checkout's ``src`` (the code before a change), in the same run.
 ``--cold`` drops the page cache before each approach (``echo 1 >
 /proc/sys/vm/drop_caches``, as root). Printed per approach: the best and
 median wall seconds, GB/s, CPU seconds per GB (all threads, and children
@@ -46,6 +48,7 @@ APPROACHES = {
     "wc": "wc -l",
     "sequential": "scan_stream (one read thread)",
     "parallel": "CsvSource open (scan_ranges)",
+    "before": "CsvSource open, from --before-src (e.g. main's src)",
 }
 
 
@@ -88,7 +91,7 @@ def worker(approach: str, path: str) -> dict:
         scanner = Scanner(quote=ord('"'), delimiter=ord(","), split_bytes=16 << 20, collect=True, longer_than=8 << 20)
         with open(path, "rb") as handle:
             rows = scan_stream(handle.read, scanner).rows
-    else:
+    else:  # parallel, or before (the same call from another src)
         from streamfeed.sources.csv.source import CsvSource
 
         rows = CsvSource(path, count_cache=False).report.total_rows
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", nargs="*", choices=sorted(APPROACHES), default=None)
     parser.add_argument("--data-dir", type=Path, default=C.DEFAULT_DATA_DIR)
+    parser.add_argument("--before-src", type=Path, default=None, help="a src directory to open the file from too")
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
     parser.add_argument("--worker", nargs=2, metavar=("APPROACH", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -121,13 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {path} ({size / 1e9:.2f} GB, {rows:,} rows); {'cold' if args.cold else 'warm'} cache", flush=True)
     if not args.cold:
         C.warm_files([path])
-    approaches = args.only or list(APPROACHES)
+    approaches = args.only or [approach for approach in APPROACHES if approach != "before" or args.before_src]
     runs: dict[str, list[dict]] = {approach: [] for approach in approaches}
     for round_ in range(max(1, args.repeat)):
         for approach in approaches:
             if args.cold:
                 _drop_caches()
-            result = C.run_worker(SCRIPT, [approach, str(path)], 3600)
+            env = {"PYTHONPATH": str(args.before_src)} if approach == "before" else None
+            result = C.run_worker(SCRIPT, [approach, str(path)], 3600, env=env)
             if "error" in result:
                 print(f"  {approach}: {result['error']}", flush=True)
                 continue
