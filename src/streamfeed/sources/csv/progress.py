@@ -12,7 +12,8 @@ command's), so the scan reports in two ways that need nothing above it:
   block a callback ``(path, bytes scanned, bytes in all)``, for a caller
   that draws a bar (``with count_progress(advance): read_csv(path)``).
   It is taken in the thread that opens the source and passed to the
-  threads that count, so a bar sees every file's scan.
+  threads that count, so a bar sees every file's scan; with several files
+  it is called from several opening threads at once.
 """
 
 from __future__ import annotations

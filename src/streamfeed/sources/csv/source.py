@@ -3,8 +3,12 @@
 When the source opens, every file is scanned once for its exact row count
 (``scan.py``: a vectorised, quote-aware newline count over 1 MiB
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
-mtime), so steps per epoch are known before the first batch; the next
-block is read while one is scanned (``scan.scan_stream``). The same scan
+mtime), so steps per epoch are known before the first batch. A plain file's
+blocks are read and summarised in threads while this thread adds them up in
+order (``scan.scan_ranges``; most blocks need only a bit-mask summary,
+``summary.py``); a compressed stream is read one block ahead
+(``scan.scan_stream``). The scan reports its progress (``progress.py``: INFO
+log lines on a long count, and a ``count_progress`` callback). The same scan
 cuts a large file into byte ranges of about ``fragment_bytes`` at record
 boundaries; each range is a fragment that a read thread opens, seeks and
 parses on its own, with the header's column names.
