@@ -12,7 +12,12 @@ process:
   ``tf.data.Dataset.from_generator`` (1024-row slices);
 * ``tf_csvdataset``: ``tf.data.experimental.CsvDataset`` → batch → prefetch;
 * ``tf_textline``: ``TextLineDataset`` → batch → ``tf.io.decode_csv``
-  (parallel map) → prefetch.
+  (parallel map) → prefetch;
+* ``pa_read_csv``: ``pyarrow.csv.read_csv`` with the same float32 types
+  into one table (its threads), and ``pa_open_csv``: ``open_csv``
+  streaming, each column to NumPy: the parse floor (issue 27). The CPU
+  per row of an iteration alone, against them and shuffled too, is
+  ``csv_floor.py``'s.
 
 Every approach does the same work: the 33 columns as float32 (the
 pandas side asks for ``dtype=float32``, so streamfeed is given
@@ -57,6 +62,8 @@ APPROACHES = {
     "pandas": "pd.read_csv(chunksize) -> tf.data.from_generator",
     "tf_csvdataset": "tf.data CsvDataset -> batch",
     "tf_textline": "TextLineDataset -> batch -> tf.io.decode_csv",
+    "pa_read_csv": "pyarrow.csv.read_csv(column_types=float32) -> Table (the parse floor)",
+    "pa_open_csv": "pyarrow.csv.open_csv(column_types=float32) -> NumPy per batch (streaming)",
 }
 TARGETS = {"pandas": 3.0, "tf_fastest": 1.5}
 
@@ -138,11 +145,36 @@ def run_tf_textline(path: str) -> int:
     return sum(int(columns[-1].shape[0]) for columns in dataset)
 
 
+def _arrow_convert():
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(column_types=dict.fromkeys(COLUMNS, pa.float32()))
+
+
+def run_pa_read_csv(path: str) -> int:
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(path, convert_options=_arrow_convert()).num_rows
+
+
+def run_pa_open_csv(path: str) -> int:
+    import pyarrow.csv as pacsv
+
+    rows = 0
+    with pacsv.open_csv(path, convert_options=_arrow_convert()) as reader:
+        for batch in reader:
+            rows += len([batch.column(i).to_numpy() for i in range(batch.num_columns)][-1])
+    return rows
+
+
 RUNNERS = {
     "streamfeed": run_streamfeed,
     "pandas": run_pandas,
     "tf_csvdataset": run_tf_csvdataset,
     "tf_textline": run_tf_textline,
+    "pa_read_csv": run_pa_read_csv,
+    "pa_open_csv": run_pa_open_csv,
 }
 
 
@@ -151,6 +183,8 @@ IMPORTS = {
     "pandas": ["pandas", "tensorflow"],
     "tf_csvdataset": ["tensorflow"],
     "tf_textline": ["tensorflow"],
+    "pa_read_csv": ["pyarrow.csv"],
+    "pa_open_csv": ["pyarrow.csv"],
 }
 
 
@@ -238,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"streamfeed / tf.data fastest ({fastest}): {ratio:.2f}x (target >= {TARGETS['tf_fastest']}x) "
                 f"{'MET' if ratio >= TARGETS['tf_fastest'] else 'MISSED'}"
             )
+        cpu = results["streamfeed"]["cpu_s_per_m_rows"]
+        for floor in ("pa_read_csv", "pa_open_csv"):
+            if "cpu_s_per_m_rows" in results.get(floor, {}):
+                ratio = cpu / results[floor]["cpu_s_per_m_rows"]
+                print(f"streamfeed CPU per row (open included) / {floor}: {ratio:.2f}x")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "bytes": size, "results": results}, indent=2))
     return 0

@@ -3,8 +3,12 @@
 When the source opens, every file is scanned once for its exact row count
 (``scan.py``: a vectorised, quote-aware newline count over 1 MiB
 blocks, cached under ``~/.cache/streamfeed/csv-counts/`` by path, size and
-mtime), so steps per epoch are known before the first batch; the next
-block is read while one is scanned (``scan.scan_stream``). The same scan
+mtime), so steps per epoch are known before the first batch. A plain file's
+blocks are read and summarised in threads while this thread adds them up in
+order (``scan.scan_ranges``; most blocks need only a bit-mask summary,
+``summary.py``); a compressed stream is read one block ahead
+(``scan.scan_stream``). The scan reports its progress (``progress.py``: INFO
+log lines on a long count, and a ``count_progress`` callback). The same scan
 cuts a large file into byte ranges of about ``fragment_bytes`` at record
 boundaries; each range is a fragment that a read thread opens, seeks and
 parses on its own, with the header's column names.
@@ -42,6 +46,7 @@ import concurrent.futures
 import csv as pycsv
 import io
 import logging
+import os
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -86,7 +91,8 @@ from .options import (
     sniff_decimal,
     sniff_delimiter,
 )
-from .scan import Scanner, Split, UnbalancedQuote, scan_stream, too_long
+from .progress import ScanProgress, current_callback
+from .scan import Scanner, Split, UnbalancedQuote, scan_ranges, scan_stream, too_long
 
 # the public names this module has always offered, now partly defined beside it
 __all__ = [
@@ -154,7 +160,11 @@ class CsvSource(AlikeRows):
                 decimal = sniff_decimal(head, encoding, delimiter, quote_char) if head else "."
         self.delimiter, self.decimal = delimiter, decimal
 
-        with concurrent.futures.ThreadPoolExecutor(max(1, min(threads, len(self.files)))) as pool:
+        openers = max(1, min(threads, len(self.files)))
+        # Each file's count reads and indexes its blocks in threads (scan.scan_ranges): the threads left per file.
+        self._scan_threads = max(1, min(threads // openers, os.cpu_count() or 1))
+        self._count_progress = current_callback()  # taken here: the opening threads do not see this context
+        with concurrent.futures.ThreadPoolExecutor(openers) as pool:
             opened = list(pool.map(self._open_file_or_error, self.files, [user_types] * len(self.files)))
         good: list[_FileInfo] = []
         for path, result in zip(self.files, opened):
@@ -351,18 +361,25 @@ class CsvSource(AlikeRows):
                 collect=True,  # only the records pyarrow refuses: a fragment reads around them
                 longer_than=TOO_LONG_BYTES,
             )
+            progress = ScanProgress(path, 0 if codec else info.size or 0, self._count_progress)
             try:
                 if codec == "gzip":
                     checkpoints.append(self._scan_gzip(path, scanner))
+                elif codec is None:
+                    with self.filesystem.open_input_file(path) as handle:
+                        size = handle.size()
+                        read_at = lambda offset, length: handle.read_at(length, offset)  # noqa: E731
+                        scan_ranges(read_at, size, scanner, threads=self._scan_threads, progress=progress)
                 else:
                     with _open_stream(self.filesystem, path, codec) as stream:
-                        scan_stream(stream.read, scanner)
+                        scan_stream(stream.read, scanner, progress=progress)
             except UnbalancedQuote as exc:
                 raise _quote_error(path, exc) from exc
             except (OSError, pa.ArrowInvalid, _inflate.InflateError) as exc:
                 raise _corrupt(
                     path, f"after line {scanner.lines_before + 1} (byte {scanner.offset} of the data)", exc
                 ) from exc
+            progress.done(scanner.rows, scanner.offset)
             if split_bytes is None:
                 splits = [Split(data_start, scanner.offset, scanner.rows, first_line, 0)]
             else:
