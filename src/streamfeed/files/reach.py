@@ -57,7 +57,9 @@ def unreachable(uri: str, endpoint: str, error: BaseException, *, storage_option
     if network is None:
         return None
     said = " ".join(str(network).split())
-    if storage_options:
+    if uri.startswith(("http://", "https://")):
+        fix = "check the URL and the network; storage_options={'deadline': ...} sets how long a request retries"
+    elif storage_options:
         fix = (
             "check storage_options['endpoint_url'] (and 'key', 'secret' for the credentials) and the network; "
             "storage_options['deadline'] sets how long a request retries"

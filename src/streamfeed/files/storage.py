@@ -38,6 +38,7 @@ import functools
 import os
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -62,7 +63,10 @@ STORAGE_KEYS = {
     "block_size": "bytes fetched at least per request of a sequential stream (CSV, TFRecord; default 8 MiB)",
     "cache": "{'dir': local directory, 'max_bytes': bound} to keep fetched ranges on local disk",
     "client": "a dict of further keyword arguments for the fsspec filesystem (e.g. s3fs's)",
+    "headers": "http(s):// only: request headers sent with every request (e.g. Authorization), never shown",
 }
+# the keys that mean something for http(s):// URLs (the others name an S3 endpoint and its credentials)
+_HTTP_KEYS = frozenset({"headers", "deadline", "connect_timeout", "read_timeout", "block_size", "cache", "client"})
 DEFAULT_DEADLINE = 60.0
 DEFAULT_BLOCK = 8 << 20
 DEFAULT_READ_TIMEOUT = 30.0
@@ -167,8 +171,9 @@ def open_storage(
     With them, every path must be a URI of one scheme; the result is the
     wrapped fsspec filesystem and the paths without their scheme.
     """
-    if storage_options is None:
+    if storage_options is None and (filesystem is not None or not _all_http(paths)):
         return filesystem, paths
+    storage_options = {} if storage_options is None else storage_options  # http(s):// always comes here
     if not isinstance(storage_options, Mapping):
         raise _refuse("storage_options must be a dict", type(storage_options).__name__)
     unknown = sorted(set(storage_options) - set(STORAGE_KEYS))
@@ -195,13 +200,16 @@ def open_storage(
         )
     scheme = schemes.pop()
     fsspec = require("fsspec", "s3")
-    if scheme in ("s3", "s3a"):
-        require("s3fs", "s3")
-        arguments = _s3_arguments(storage_options)
+    if is_http(scheme):
+        fs = _http_files(storage_options, items)
     else:
-        arguments = {}
-    arguments.update(storage_options.get("client") or {})
-    fs = fsspec.filesystem(scheme, **arguments)
+        if scheme in ("s3", "s3a"):
+            require("s3fs", "s3")
+            arguments = _s3_arguments(storage_options)
+        else:
+            arguments = {}
+        arguments.update(storage_options.get("client") or {})
+        fs = fsspec.filesystem(scheme, **arguments)
     if hasattr(fs, "retries"):
         fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 tries): the retries are ours
     settings = _Settings(
@@ -217,6 +225,55 @@ def open_storage(
     return pafs.PyFileSystem(handler), stripped[0] if isinstance(paths, (str, os.PathLike)) else stripped
 
 
+def is_http(scheme: str) -> bool:
+    return scheme in ("http", "https")
+
+
+def redacted(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+def _all_http(paths: Any) -> bool:
+    """Whether ``paths`` are all http(s):// URLs: read through :class:`HttpFiles` with or without options
+    (pyarrow has no HTTP filesystem; fsspec's own would neither retry nor pin a version)."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    return bool(items) and all(is_http(os.fspath(item).split("://", 1)[0]) for item in items)
+
+
+def _http_files(options: Mapping[str, Any], urls: list[Any]) -> Any:
+    """The HTTP filesystem for ``urls``: S3's keys are refused (they would be ignored), and so are
+    credentials in a URL (``user:password@``), which every error and state would show."""
+    require("aiohttp", "s3")
+    from .http import HttpFiles  # aiohttp's: imported only for http(s):// URLs
+
+    other = sorted(set(options) - _HTTP_KEYS)
+    if other:
+        raise _refuse(f"storage_options {', '.join(map(repr, other))} do not apply to http(s):// URLs", repr(other))
+    for url in urls:
+        if "@" in urllib.parse.urlsplit(os.fspath(url)).netloc:
+            raise ArgumentError(
+                describe(
+                    "An HTTP(S) URL holds credentials",
+                    where=redacted(os.fspath(url)),
+                    expected="a URL without user:password@ (every error, log and state names the URL)",
+                    fix="pass them as a header: storage_options={'headers': {'Authorization': ...}}",
+                )
+            )
+    headers = options.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise _refuse("storage_options['headers'] must be a dict of strings", type(headers).__name__)
+    return HttpFiles(
+        headers=headers,
+        connect_timeout=_positive(options, "connect_timeout", 5.0),
+        read_timeout=_positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        **dict(options.get("client") or {}),
+    )
+
+
 def storage_counters(filesystem: pafs.FileSystem | None) -> StorageCounters | None:
     """The request counters of a filesystem made by :func:`open_storage` (None for any other)."""
     handler = getattr(filesystem, "handler", None)
@@ -228,6 +285,9 @@ def storage_location(filesystem: pafs.FileSystem | None, path: str) -> tuple[str
     handler = getattr(filesystem, "handler", None)
     if not isinstance(handler, RetryingHandler):
         return None
+    if "://" in path:  # a URL (http(s)), whole: its endpoint is its origin
+        parts = urllib.parse.urlsplit(path)
+        return path, f"{parts.scheme}://{parts.netloc}"
     return f"{handler.settings.scheme}://{path}", handler.settings.endpoint
 
 
@@ -255,6 +315,8 @@ class RetryingHandler(pafs.FSSpecHandler):
 
     def __init__(self, fs: Any, settings: _Settings) -> None:
         super().__init__(_Timed(fs, settings.read_timeout) if getattr(fs, "async_impl", False) else fs)
+        # http(s)://: reads are pinned ranged GETs (files/http.py); one HEAD a file serves every info
+        self._pinned = getattr(fs, "pinned_range", None)
         self.settings = settings
         self.counters = StorageCounters()
         # when a request last failed past its deadline; requests begun before it stop retrying
@@ -271,11 +333,25 @@ class RetryingHandler(pafs.FSSpecHandler):
         return self._infos[path]
 
     def version(self, path: str) -> tuple[str | None, str | None]:
-        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none)."""
+        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none).
+
+        An HTTP server's file without an ETag is versioned by its Last-Modified.
+        """
         info = self.info(path)
-        etag = info.get("ETag") or info.get("etag")
+        etag = info.get("ETag") or info.get("etag") or info.get("Last-Modified")
         version_id = info.get("VersionId")
         return (str(etag) if etag else None), (str(version_id) if version_id else None)
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        if self._pinned is None:
+            return self.call(", ".join(paths[:3]), lambda: pafs.FSSpecHandler.get_file_info(self, paths))
+        infos = []
+        for path in paths:  # http(s): the HEAD taken at open, whose version pins the reads, gives the size too
+            try:
+                infos.append(self._create_file_info(path, self.info(path)))
+            except FileNotFoundError:
+                infos.append(pafs.FileInfo(path, pafs.FileType.NotFound))
+        return infos
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the object as it was at open, in one request (not retried here).
@@ -285,6 +361,8 @@ class RetryingHandler(pafs.FSSpecHandler):
         compared too, for a store that ignores the condition; other fsspec
         filesystems read the range as it is (no version to check).
         """
+        if self._pinned is not None:
+            return self._pinned_read(path, start, end)
         etag, version_id = self.version(path)
         fs = self.fs
         if etag is None or not hasattr(fs, "_call_s3"):
@@ -305,15 +383,26 @@ class RetryingHandler(pafs.FSSpecHandler):
             answered, data = self._run(get, self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE)
         except OSError as exc:
             if _precondition_failed(exc):
-                raise self._changed(path, etag, "another (the store refused If-Match)") from exc
+                raise self._changed(path, f"ETag {etag}", "another (the store refused If-Match)") from exc
             raise
         if answered is not None and answered != etag:
-            raise self._changed(path, etag, str(answered))
+            raise self._changed(path, f"ETag {etag}", str(answered))
         return data
 
-    def _changed(self, path: str, etag: str, found: str) -> ObjectChangedError:
+    def _pinned_read(self, path: str, start: int, end: int) -> bytes:
+        """An http(s) range as the HEAD at open saw the file (``files/http.py``), cut like S3's GETs."""
+        from .http import VersionChanged, version_text
+
+        info = self.info(path)
+        timeout = self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE
+        try:
+            return self._run(lambda: self._pinned(path, start, end, info), timeout)
+        except VersionChanged as exc:
+            raise self._changed(path, version_text(info), exc.found) from None
+
+    def _changed(self, path: str, taken: str, found: str) -> ObjectChangedError:
         current = found
-        if found.startswith("another"):
+        if found.startswith("another") and self._pinned is None:
             try:  # the new version, for the message only
                 current = str(self.fs.info(path, refresh=True).get("ETag") or found)
             except Exception:  # noqa: BLE001 - the message is what matters; the error stands either way
@@ -322,7 +411,7 @@ class RetryingHandler(pafs.FSSpecHandler):
             describe(
                 "An object was replaced while it was being read",
                 where=path,
-                expected=f"the version taken when the data was opened (ETag {etag})",
+                expected=f"the version taken when the data was opened ({taken})",
                 found=f"version {current}",
                 fix=(
                     "do not overwrite objects while they are read: write a new prefix and open it, "
@@ -393,9 +482,6 @@ class RetryingHandler(pafs.FSSpecHandler):
                 self._failed()
             raise
 
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return self.call(", ".join(paths[:3]), lambda: pafs.FSSpecHandler.get_file_info(self, paths))
-
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         return self.call(selector.base_dir, lambda: pafs.FSSpecHandler.get_file_info_selector(self, selector))
 
@@ -438,7 +524,9 @@ class RangeReader:
         self._handler = handler
         self._path = path
         self._size = int(info["size"])
-        self._version = str(info.get("ETag") or info.get("etag") or f"{self._size}:{info.get('LastModified')}")
+        self._version = str(
+            info.get("ETag") or info.get("etag") or f"{self._size}:{info.get('LastModified') or info.get('Last-Modified')}"
+        )
         self._fetch_at_least = fetch_at_least
         self._position = 0
         self._block_start = 0
