@@ -194,8 +194,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(status, body, headers, head)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up (a try cut by its timeout): expected here, not news
+
+
 def _serve(root: str) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.root = root  # type: ignore[attr-defined]
     print(server.server_address[1], flush=True)
@@ -226,7 +231,16 @@ class HttpServer:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             self.process.wait(10)
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
         self.process = None
+
+    def __enter__(self) -> HttpServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def configure(self, **settings: Any) -> None:
         """Replaces the faults and settings (and empties the log): see the module's docstring."""

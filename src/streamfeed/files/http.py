@@ -149,7 +149,7 @@ class HttpFiles(HTTPFileSystem):
         raise no_listing(path)
 
     async def _isdir(self, path: str) -> bool:
-        return False
+        raise no_listing(path)  # asked only to list (pyarrow's selector): a file is never a directory here
 
     async def pinned_range(self, url: str, start: int, end: int, info: Mapping[str, Any]) -> bytes:
         """Bytes ``start:end`` of the object as ``info`` (taken at open) saw it, in one ranged GET."""
@@ -195,7 +195,9 @@ def _check_answer(status: int, headers: Mapping[str, str], start: int, end: int,
     unit, _, spec = headers.get("Content-Range", "").partition(" ")
     span, _, total = spec.partition("/")
     if unit != "bytes" or span != f"{start}-{end - 1}":
-        raise OSError(f"HTTP 206 from {url} with Content-Range {headers.get('Content-Range')!r}, not bytes {start}-{end - 1}")
+        raise OSError(
+            f"HTTP 206 from {url} with Content-Range {headers.get('Content-Range')!r}, not bytes {start}-{end - 1}"
+        )
     if total not in ("*", str(size)):
         return f"a file of {total} bytes, not {size}"
     return None

@@ -28,7 +28,14 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   in flight are cancelled (a listing or HEAD in flight ends its try), so
   ``NetworkError`` comes within the deadline plus one timeout.
 
-Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
+``http(s)://`` URLs always come here, with or without ``storage_options``
+(pyarrow has no HTTP filesystem): one HEAD a file at open, each read one
+ranged GET pinned to the ETag or Last-Modified it gave (``files/http.py``),
+retried, counted and cached as S3's.
+
+Accepted keys (anything else is refused, naming it): see
+:data:`~streamfeed.files.options.STORAGE_KEYS` (``files/options.py``
+checks them and builds the fsspec filesystem).
 """
 
 from __future__ import annotations
@@ -46,30 +53,23 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import ArgumentError, NetworkError, ObjectChangedError, describe, require
+from .options import (
+    DEFAULT_READ_TIMEOUT,
+    STORAGE_KEYS,
+    all_http,
+    http_files,
+    is_http,
+    positive,
+    range_cache,
+    refuse,
+    s3_arguments,
+)
 from .range_cache import RangeCache
 from .reach import default_endpoint
 from .retry import with_retries
 
-STORAGE_KEYS = {
-    "endpoint_url": "the storage's URL, e.g. 'http://127.0.0.1:8333' (default: the provider's, or AWS_ENDPOINT_URL)",
-    "key": "access key id",
-    "secret": "secret access key",
-    "token": "session token",
-    "region": "region name",
-    "anon": "True for anonymous access to public buckets",
-    "deadline": "seconds one request may keep retrying transient network errors (default 60)",
-    "connect_timeout": "seconds to wait for a connection (default 5)",
-    "read_timeout": "seconds one try may take (default 30; a ranged GET one more per MiB)",
-    "block_size": "bytes fetched at least per request of a sequential stream (CSV, TFRecord; default 8 MiB)",
-    "cache": "{'dir': local directory, 'max_bytes': bound} to keep fetched ranges on local disk",
-    "client": "a dict of further keyword arguments for the fsspec filesystem (e.g. s3fs's)",
-    "headers": "http(s):// only: request headers sent with every request (e.g. Authorization), never shown",
-}
-# the keys that mean something for http(s):// URLs (the others name an S3 endpoint and its credentials)
-_HTTP_KEYS = frozenset({"headers", "deadline", "connect_timeout", "read_timeout", "block_size", "cache", "client"})
 DEFAULT_DEADLINE = 60.0
 DEFAULT_BLOCK = 8 << 20
-DEFAULT_READ_TIMEOUT = 30.0
 # a ranged GET's try may take read_timeout plus this many seconds per byte: 1 s per MiB, so a 100 MB
 # row group gets 130 s by default, and an endpoint sending less than 1 MiB/s is cut as a slow loris
 SECONDS_PER_BYTE = 1.0 / (1 << 20)
@@ -115,54 +115,6 @@ class _Settings:
     endpoint: str = ""  # as said in errors: storage_options' endpoint_url, or the client's default
 
 
-def _refuse(what: str, found: str) -> ArgumentError:
-    return ArgumentError(
-        describe(
-            what,
-            expected="a dict with keys among " + ", ".join(STORAGE_KEYS),
-            found=found,
-            fix="see the storage_options keys in the reader's docstring",
-        )
-    )
-
-
-def _positive(options: Mapping[str, Any], name: str, default: float) -> float:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _refuse(f"storage_options[{name!r}] must be a positive number", repr(value))
-    return float(value)
-
-
-def _cache(spec: Any) -> RangeCache | None:
-    if spec is None:
-        return None
-    if not isinstance(spec, Mapping) or set(spec) != {"dir", "max_bytes"}:
-        raise _refuse("storage_options['cache'] must name a directory and a bound", repr(spec))
-    if isinstance(spec["max_bytes"], bool) or not isinstance(spec["max_bytes"], int) or spec["max_bytes"] <= 0:
-        raise _refuse("storage_options['cache']['max_bytes'] must be a positive integer", repr(spec["max_bytes"]))
-    return RangeCache(spec["dir"], spec["max_bytes"])
-
-
-def _s3_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
-    """s3fs's keyword arguments: retries are ours (one try each in s3fs and botocore)."""
-    client_kwargs = {"region_name": options["region"]} if "region" in options else {}
-    if "endpoint_url" in options:
-        client_kwargs["endpoint_url"] = options["endpoint_url"]
-    arguments: dict[str, Any] = {
-        "client_kwargs": client_kwargs,
-        "config_kwargs": {
-            "connect_timeout": _positive(options, "connect_timeout", 5.0),
-            "read_timeout": _positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
-            "retries": {"total_max_attempts": 1},
-        },
-        "skip_instance_cache": True,  # a new listing (and so new ETags) for every dataset opened
-    }
-    for name in ("key", "secret", "token", "anon"):
-        if name in options:
-            arguments[name] = options[name]
-    return arguments
-
-
 def open_storage(
     paths: Any, storage_options: Mapping[str, Any] | None, filesystem: pafs.FileSystem | None
 ) -> tuple[pafs.FileSystem | None, Any]:
@@ -171,14 +123,14 @@ def open_storage(
     With them, every path must be a URI of one scheme; the result is the
     wrapped fsspec filesystem and the paths without their scheme.
     """
-    if storage_options is None and (filesystem is not None or not _all_http(paths)):
+    if storage_options is None and (filesystem is not None or not all_http(paths)):
         return filesystem, paths
     storage_options = {} if storage_options is None else storage_options  # http(s):// always comes here
     if not isinstance(storage_options, Mapping):
-        raise _refuse("storage_options must be a dict", type(storage_options).__name__)
+        raise refuse("storage_options must be a dict", type(storage_options).__name__)
     unknown = sorted(set(storage_options) - set(STORAGE_KEYS))
     if unknown:
-        raise _refuse("Unknown storage_options", ", ".join(map(repr, unknown)))
+        raise refuse("Unknown storage_options", ", ".join(map(repr, unknown)))
     if filesystem is not None:
         raise ArgumentError(
             describe(
@@ -201,11 +153,11 @@ def open_storage(
     scheme = schemes.pop()
     fsspec = require("fsspec", "s3")
     if is_http(scheme):
-        fs = _http_files(storage_options, items)
+        fs = http_files(storage_options, items)
     else:
         if scheme in ("s3", "s3a"):
             require("s3fs", "s3")
-            arguments = _s3_arguments(storage_options)
+            arguments = s3_arguments(storage_options)
         else:
             arguments = {}
         arguments.update(storage_options.get("client") or {})
@@ -213,65 +165,16 @@ def open_storage(
     if hasattr(fs, "retries"):
         fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 tries): the retries are ours
     settings = _Settings(
-        deadline=_positive(storage_options, "deadline", DEFAULT_DEADLINE),
-        block_size=int(_positive(storage_options, "block_size", DEFAULT_BLOCK)),
-        cache=_cache(storage_options.get("cache")),
-        read_timeout=_positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        deadline=positive(storage_options, "deadline", DEFAULT_DEADLINE),
+        block_size=int(positive(storage_options, "block_size", DEFAULT_BLOCK)),
+        cache=range_cache(storage_options.get("cache")),
+        read_timeout=positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
         scheme=scheme,
         endpoint=str(storage_options.get("endpoint_url") or default_endpoint(scheme)),
     )
     handler = RetryingHandler(fs, settings)
     stripped = [fs._strip_protocol(os.fspath(item)) for item in items]
     return pafs.PyFileSystem(handler), stripped[0] if isinstance(paths, (str, os.PathLike)) else stripped
-
-
-def is_http(scheme: str) -> bool:
-    return scheme in ("http", "https")
-
-
-def redacted(url: str) -> str:
-    """``url`` with any ``user:password@`` replaced by ``***@``, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
-
-
-def _all_http(paths: Any) -> bool:
-    """Whether ``paths`` are all http(s):// URLs: read through :class:`HttpFiles` with or without options
-    (pyarrow has no HTTP filesystem; fsspec's own would neither retry nor pin a version)."""
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    return bool(items) and all(is_http(os.fspath(item).split("://", 1)[0]) for item in items)
-
-
-def _http_files(options: Mapping[str, Any], urls: list[Any]) -> Any:
-    """The HTTP filesystem for ``urls``: S3's keys are refused (they would be ignored), and so are
-    credentials in a URL (``user:password@``), which every error and state would show."""
-    require("aiohttp", "s3")
-    from .http import HttpFiles  # aiohttp's: imported only for http(s):// URLs
-
-    other = sorted(set(options) - _HTTP_KEYS)
-    if other:
-        raise _refuse(f"storage_options {', '.join(map(repr, other))} do not apply to http(s):// URLs", repr(other))
-    for url in urls:
-        if "@" in urllib.parse.urlsplit(os.fspath(url)).netloc:
-            raise ArgumentError(
-                describe(
-                    "An HTTP(S) URL holds credentials",
-                    where=redacted(os.fspath(url)),
-                    expected="a URL without user:password@ (every error, log and state names the URL)",
-                    fix="pass them as a header: storage_options={'headers': {'Authorization': ...}}",
-                )
-            )
-    headers = options.get("headers") or {}
-    if not isinstance(headers, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-        raise _refuse("storage_options['headers'] must be a dict of strings", type(headers).__name__)
-    return HttpFiles(
-        headers=headers,
-        connect_timeout=_positive(options, "connect_timeout", 5.0),
-        read_timeout=_positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
-        **dict(options.get("client") or {}),
-    )
 
 
 def storage_counters(filesystem: pafs.FileSystem | None) -> StorageCounters | None:
@@ -316,7 +219,7 @@ class RetryingHandler(pafs.FSSpecHandler):
     def __init__(self, fs: Any, settings: _Settings) -> None:
         super().__init__(_Timed(fs, settings.read_timeout) if getattr(fs, "async_impl", False) else fs)
         # http(s)://: reads are pinned ranged GETs (files/http.py); one HEAD a file serves every info
-        self._pinned = getattr(fs, "pinned_range", None)
+        self._pinned: Any = getattr(fs, "pinned_range", None)
         self.settings = settings
         self.counters = StorageCounters()
         # when a request last failed past its deadline; requests begun before it stop retrying
@@ -525,7 +428,9 @@ class RangeReader:
         self._path = path
         self._size = int(info["size"])
         self._version = str(
-            info.get("ETag") or info.get("etag") or f"{self._size}:{info.get('LastModified') or info.get('Last-Modified')}"
+            info.get("ETag")
+            or info.get("etag")
+            or f"{self._size}:{info.get('LastModified') or info.get('Last-Modified')}"
         )
         self._fetch_at_least = fetch_at_least
         self._position = 0
