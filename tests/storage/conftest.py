@@ -1,7 +1,7 @@
 """Real servers for the storage tests, each started once per session on loopback, as the tests ask for them.
 
-An S3 server (SeaweedFS) and an HTTP server with ranges and injected faults
-(``_http_server.py``). Each runs in a temporary directory and is stopped by
+An S3 server (SeaweedFS), an HTTP server with ranges and injected faults
+(``_http_server.py``) and a GCS emulator (``_gcs_emulator.py``). Each runs in a temporary directory and is stopped by
 pid (its whole process group) when the session ends, whether or not the
 tests passed.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from _gcs_emulator import GcsEmulator
 from _http_server import HttpServer
 from _seaweed import SeaweedServer
 from _tcp_proxy import TcpProxy
@@ -59,3 +60,16 @@ def web(http_server: HttpServer) -> Iterator[tuple[HttpServer, Path, str]]:
     http_server.configure()
     yield http_server, directory, f"{http_server.url}/{directory.name}"
     http_server.configure()
+
+
+@pytest.fixture(scope="session")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsEmulator]:
+    with GcsEmulator(tmp_path_factory.mktemp("gcs")) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def gcs_proxy(gcs: GcsEmulator) -> Iterator[TcpProxy]:
+    """A loopback proxy in front of the emulator: its request lines, and outages."""
+    with TcpProxy(gcs.port) as running:
+        yield running

@@ -91,13 +91,6 @@ def _status(response: aiohttp.ClientResponse, url: str) -> None:
         raise OSError(f"HTTP {status} {response.reason or ''} from {url}")
 
 
-def version_text(info: Mapping[str, Any]) -> str:
-    """The version taken at open, in words (for messages): ``ETag "..."`` or ``Last-Modified ...``."""
-    if info.get("ETag"):
-        return f"ETag {info['ETag']}"
-    return f"Last-Modified {info.get('Last-Modified')}"
-
-
 class HttpFiles(HTTPFileSystem):
     """fsspec's HTTP filesystem with a HEAD-only ``info``, no listing, and :meth:`pinned_range`."""
 
@@ -108,6 +101,13 @@ class HttpFiles(HTTPFileSystem):
 
     def _headers(self, **extra: str) -> dict[str, str]:
         return {**self.kwargs.get("headers", {}), "Accept-Encoding": "identity", **extra}
+
+    @staticmethod
+    def version_text(info: Mapping[str, Any]) -> str:
+        """The version taken at open, in words (for messages): ``ETag "..."`` or ``Last-Modified ...``."""
+        if info.get("ETag"):
+            return f"ETag {info['ETag']}"
+        return f"Last-Modified {info.get('Last-Modified')}"
 
     def _request_options(self) -> dict[str, Any]:
         return {name: value for name, value in self.kwargs.items() if name != "headers"}

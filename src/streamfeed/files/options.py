@@ -28,9 +28,12 @@ STORAGE_KEYS = {
     "cache": "{'dir': local directory, 'max_bytes': bound} to keep fetched ranges on local disk",
     "client": "a dict of further keyword arguments for the fsspec filesystem (e.g. s3fs's)",
     "headers": "http(s):// only: request headers sent with every request (e.g. Authorization), never shown",
+    "project": "gs:// only: the Google Cloud project",
 }
 # the keys that mean something for http(s):// URLs (the others name an S3 endpoint and its credentials)
 _HTTP_KEYS = frozenset({"headers", "deadline", "connect_timeout", "read_timeout", "block_size", "cache", "client"})
+# gs://: 'token' is gcsfs's (a service account's JSON file or dict, 'google_default', 'anon', ...)
+_GCS_KEYS = frozenset({"endpoint_url", "token", "anon", "project"}) | _HTTP_KEYS - {"headers"}
 DEFAULT_READ_TIMEOUT = 30.0
 
 
@@ -129,5 +132,25 @@ def http_files(options: Mapping[str, Any], urls: list[Any]) -> Any:
         headers=headers,
         connect_timeout=positive(options, "connect_timeout", 5.0),
         read_timeout=positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        **dict(options.get("client") or {}),
+    )
+
+
+def gcs_files(options: Mapping[str, Any]) -> Any:
+    """The gs:// filesystem (``files/gcs.py``): gcsfs's core class, its retries ours, reads pinned to generations."""
+    require("gcsfs", "gcs")
+    from .gcs import GcsFiles  # gcsfs's: imported only for gs:// URIs
+
+    other = sorted(set(options) - _GCS_KEYS)
+    if other:
+        raise refuse(f"storage_options {', '.join(map(repr, other))} do not apply to gs:// URIs", repr(other))
+    arguments: dict[str, Any] = {"token": "anon" if options.get("anon") else options.get("token")}
+    for name in ("endpoint_url", "project"):
+        if name in options:
+            arguments[name] = options[name]
+    return GcsFiles(
+        connect_timeout=positive(options, "connect_timeout", 5.0),
+        read_timeout=positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        **arguments,
         **dict(options.get("client") or {}),
     )

@@ -50,8 +50,11 @@ _TRANSIENT_NAMES = frozenset(
         "RemoteDisconnected",
         "ProtocolError",
         "FSTimeoutError",
+        "ProxyError",  # gcsfs's translation of a 502
     }
 )
+# HTTP statuses that say "try again" on the exceptions that carry one (aiohttp's ``status``, gcsfs's ``code``)
+_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TRANSIENT_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "500", "503"})
 
 
@@ -68,6 +71,9 @@ def is_transient(exc: BaseException) -> bool:
             return True
         response = getattr(current, "response", None)
         if isinstance(response, dict) and str(response.get("Error", {}).get("Code")) in _TRANSIENT_CODES:
+            return True
+        status = getattr(current, "status", None) or getattr(current, "code", None)
+        if type(current).__name__ in ("HttpError", "ClientResponseError") and status in _TRANSIENT_STATUSES:
             return True
         current = current.__cause__ or current.__context__
         seen += 1

@@ -57,6 +57,7 @@ from .options import (
     DEFAULT_READ_TIMEOUT,
     STORAGE_KEYS,
     all_http,
+    gcs_files,
     http_files,
     is_http,
     positive,
@@ -154,6 +155,8 @@ def open_storage(
     fsspec = require("fsspec", "s3")
     if is_http(scheme):
         fs = http_files(storage_options, items)
+    elif scheme in ("gs", "gcs"):
+        fs = gcs_files(storage_options)
     else:
         if scheme in ("s3", "s3a"):
             require("s3fs", "s3")
@@ -238,11 +241,12 @@ class RetryingHandler(pafs.FSSpecHandler):
     def version(self, path: str) -> tuple[str | None, str | None]:
         """``(ETag, version id)`` of the object as taken at its first open (None where the store has none).
 
-        An HTTP server's file without an ETag is versioned by its Last-Modified.
+        An HTTP server's file without an ETag is versioned by its Last-Modified;
+        a GCS object's version id is its generation.
         """
         info = self.info(path)
         etag = info.get("ETag") or info.get("etag") or info.get("Last-Modified")
-        version_id = info.get("VersionId")
+        version_id = info.get("VersionId") or info.get("generation")
         return (str(etag) if etag else None), (str(version_id) if version_id else None)
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
@@ -293,15 +297,15 @@ class RetryingHandler(pafs.FSSpecHandler):
         return data
 
     def _pinned_read(self, path: str, start: int, end: int) -> bytes:
-        """An http(s) range as the HEAD at open saw the file (``files/http.py``), cut like S3's GETs."""
-        from .http import VersionChanged, version_text
+        """A range of the version taken at open (``files/http.py``, ``files/gcs.py``), cut like S3's GETs."""
+        from .http import VersionChanged
 
         info = self.info(path)
         timeout = self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE
         try:
             return self._run(lambda: self._pinned(path, start, end, info), timeout)
         except VersionChanged as exc:
-            raise self._changed(path, version_text(info), exc.found) from None
+            raise self._changed(path, self.fs.version_text(info), exc.found) from None
 
     def _changed(self, path: str, taken: str, found: str) -> ObjectChangedError:
         current = found
