@@ -299,3 +299,17 @@ def test_s3_options_do_not_apply_to_urls(web):
     _, _, url = web
     with pytest.raises(sf.ArgumentError, match="'key'.*http"):
         sf.read_parquet(f"{url}/part-0.parquet", storage_options={"key": "k"})
+
+
+def test_hive_partitions_in_a_list_of_urls_are_read_as_in_the_local_directory(web):
+    """``key=value`` directories below the URLs' common directory are partition columns, as on a disk."""
+    _, directory, url = web
+    names = []
+    for city in ("oslo", "rome"):
+        (directory / f"city={city}").mkdir()
+        pq.write_table(numbered_table(0, 100), directory / f"city={city}" / "part-0.parquet")
+        names.append(f"city={city}/part-0.parquet")
+    expected = _epoch(sf.read_parquet(str(directory)))
+    found = _epoch(sf.read_parquet([f"{url}/{name}" for name in names]))
+    assert sorted(set(found["city"].tolist())) == sorted(set(expected["city"].tolist()))
+    np.testing.assert_array_equal(found["city"], expected["city"])

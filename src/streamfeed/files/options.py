@@ -107,7 +107,7 @@ def all_http(paths: Any) -> bool:
 def http_files(options: Mapping[str, Any], urls: list[Any]) -> Any:
     """The HTTP filesystem for ``urls``: S3's keys are refused (they would be ignored), and so are
     credentials in a URL (``user:password@``), which every error and state would show."""
-    require("aiohttp", "s3")
+    require("aiohttp", "http")
     from .http import HttpFiles  # aiohttp's: imported only for http(s):// URLs
 
     other = sorted(set(options) - _HTTP_KEYS)

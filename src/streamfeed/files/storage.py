@@ -152,7 +152,7 @@ def open_storage(
             )
         )
     scheme = schemes.pop()
-    fsspec = require("fsspec", "s3")
+    fsspec = require("fsspec", "http" if is_http(scheme) else "gcs" if scheme in ("gs", "gcs") else "s3")
     if is_http(scheme):
         fs = http_files(storage_options, items)
     elif scheme in ("gs", "gcs"):
