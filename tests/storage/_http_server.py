@@ -23,6 +23,9 @@ conditions, and whether it was authorized (never a header's value):
   ``ignore_conditions``: True to serve whatever the file holds now;
   ``ranges``: False to answer a ``Range`` with the whole file (200);
 * ``token``: requests must carry ``Authorization: Bearer <token>`` (else 401).
+
+Given a certificate and its key (``python _http_server.py ROOT CERT KEY``),
+it serves HTTPS.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -199,8 +203,12 @@ class _Server(ThreadingHTTPServer):
         pass  # a client that hung up (a try cut by its timeout): expected here, not news
 
 
-def _serve(root: str) -> None:
+def _serve(root: str, certificate: str | None = None, key: str | None = None) -> None:
     server = _Server(("127.0.0.1", 0), _Handler)
+    if certificate is not None:  # HTTPS: the same server behind TLS
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     server.root = root  # type: ignore[attr-defined]
     print(server.server_address[1], flush=True)
@@ -210,19 +218,23 @@ def _serve(root: str) -> None:
 class HttpServer:
     """The server above in its own process (group), started by :meth:`start`, stopped by pid."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tls: tuple[Path, Path] | None = None) -> None:
         self.root = Path(root)
+        self.tls = tls  # (certificate, key): serve HTTPS
         self.root.mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen | None = None
         self.port = 0
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - this very file, by path
-            [sys.executable, __file__, str(self.root)], stdout=subprocess.PIPE, start_new_session=True, text=True
+            [sys.executable, __file__, str(self.root), *map(str, self.tls or ())],
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            text=True,
         )
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline())
@@ -245,7 +257,7 @@ class HttpServer:
     def configure(self, **settings: Any) -> None:
         """Replaces the faults and settings (and empties the log): see the module's docstring."""
         request = urllib.request.Request(f"{self.url}/_control", data=json.dumps(settings).encode(), method="POST")
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=10, context=self._trust()) as answer:  # noqa: S310 - loopback
             answer.read()
 
     def log(self) -> list[dict[str, Any]]:
@@ -255,10 +267,13 @@ class HttpServer:
         """The faults as configured, with ``hits`` (and ``outages``) counted."""
         return self._control()["faults"]
 
+    def _trust(self) -> ssl.SSLContext | None:
+        return ssl.create_default_context(cafile=str(self.tls[0])) if self.tls else None
+
     def _control(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url}/_control/log", timeout=10) as answer:  # noqa: S310 - loopback
+        with urllib.request.urlopen(f"{self.url}/_control/log", timeout=10, context=self._trust()) as answer:  # noqa: S310
             return json.loads(answer.read())
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1])
+    _serve(*sys.argv[1:])
