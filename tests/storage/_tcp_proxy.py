@@ -7,7 +7,8 @@ when the N-th ``GET`` passes, so it lands mid-epoch whatever the timing)
 resets every open connection (RST, as a dropped link does) and closes the
 listening socket, so new connections are refused, for ``seconds``; then it
 listens again on the same port. Requests are counted from their request
-lines (``GET /bucket/key HTTP/1.1``), per method. A slow-loris endpoint
+lines (``GET /bucket/key HTTP/1.1``), per method, and the lines are kept
+(``request_lines``). A slow-loris endpoint
 (:meth:`TcpProxy.trickle`) sends the server's answers one byte at a time,
 a pause between bytes, until :meth:`TcpProxy.stop_trickle` or the end.
 """
@@ -45,6 +46,7 @@ class TcpProxy:
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.requests: Counter[str] = Counter()
+        self.request_lines: list[str] = []  # "GET /path?query HTTP/1.1", in the order they passed
         self.outages = 0
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
@@ -79,6 +81,7 @@ class TcpProxy:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.request_lines.clear()
 
     def outage(self, seconds: float) -> None:
         """Resets every connection now and refuses new ones for ``seconds``."""
@@ -154,7 +157,10 @@ class TcpProxy:
                     break
                 if count:
                     window = tail + data
-                    methods = [match.group(1).decode() for match in _REQUEST_LINE.finditer(window)]
+                    matches = list(_REQUEST_LINE.finditer(window))
+                    methods = [match.group(1).decode() for match in matches]
+                    with self._lock:
+                        self.request_lines.extend(match.group(0).decode().strip() for match in matches)
                     tail = (window if not methods else window[window.rfind(b"\r\n") + 2 :])[-1024:]
                     if self._counted(methods):
                         self.outage(self._armed_seconds)

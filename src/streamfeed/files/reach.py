@@ -25,6 +25,8 @@ _CLI_FIX = (
 
 def default_endpoint(scheme: str) -> str:
     """The endpoint an S3 client takes when none is given: the environment's, or AWS's (any other scheme: its own)."""
+    if scheme in ("gs", "gcs"):
+        return "Google's default (https://storage.googleapis.com, or STORAGE_EMULATOR_HOST)"
     if scheme not in ("s3", "s3a"):
         return f"the default of the {scheme}:// filesystem"
     for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
@@ -57,7 +59,14 @@ def unreachable(uri: str, endpoint: str, error: BaseException, *, storage_option
     if network is None:
         return None
     said = " ".join(str(network).split())
-    if storage_options:
+    if uri.startswith(("http://", "https://")):
+        fix = "check the URL and the network; storage_options={'deadline': ...} sets how long a request retries"
+    elif uri.startswith(("gs://", "gcs://")):
+        fix = (
+            "check storage_options['endpoint_url'] (and 'token' for the credentials) and the network; "
+            "storage_options['deadline'] sets how long a request retries"
+        )
+    elif storage_options:
         fix = (
             "check storage_options['endpoint_url'] (and 'key', 'secret' for the credentials) and the network; "
             "storage_options['deadline'] sets how long a request retries"

@@ -50,8 +50,14 @@ _TRANSIENT_NAMES = frozenset(
         "RemoteDisconnected",
         "ProtocolError",
         "FSTimeoutError",
+        "ProxyError",  # gcsfs's translation of a 502
     }
 )
+# TLS failures (an untrusted or wrong certificate, TLS spoken to a plain port): aiohttp's are ClientOSErrors,
+# but trying again gives the same answer, so they fail at once (before, one was retried to the deadline)
+_TLS_NAMES = frozenset({"ClientSSLError", "ClientConnectorCertificateError", "SSLError", "SSLCertVerificationError"})
+# HTTP statuses that say "try again" on the exceptions that carry one (aiohttp's ``status``, gcsfs's ``code``)
+_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TRANSIENT_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "500", "503"})
 
 
@@ -62,12 +68,17 @@ def is_transient(exc: BaseException) -> bool:
     while current is not None and seen < 8:
         if isinstance(current, StreamfeedError):
             return False  # already decided, e.g. a NetworkError from a retried call below
+        if any(cls.__name__ in _TLS_NAMES for cls in type(current).__mro__):
+            return False
         if isinstance(current, (ConnectionError, TimeoutError)):
             return True
         if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(current).__mro__):
             return True
         response = getattr(current, "response", None)
         if isinstance(response, dict) and str(response.get("Error", {}).get("Code")) in _TRANSIENT_CODES:
+            return True
+        status = getattr(current, "status", None) or getattr(current, "code", None)
+        if type(current).__name__ in ("HttpError", "ClientResponseError") and status in _TRANSIENT_STATUSES:
             return True
         current = current.__cause__ or current.__context__
         seen += 1

@@ -28,7 +28,14 @@ behind a :class:`pyarrow.fs.PyFileSystem` whose handler
   in flight are cancelled (a listing or HEAD in flight ends its try), so
   ``NetworkError`` comes within the deadline plus one timeout.
 
-Accepted keys (anything else is refused, naming it): see :data:`STORAGE_KEYS`.
+``http(s)://`` URLs always come here, with or without ``storage_options``
+(pyarrow has no HTTP filesystem): one HEAD a file at open, each read one
+ranged GET pinned to the ETag or Last-Modified it gave (``files/http.py``),
+retried, counted and cached as S3's.
+
+Accepted keys (anything else is refused, naming it): see
+:data:`~streamfeed.files.options.STORAGE_KEYS` (``files/options.py``
+checks them and builds the fsspec filesystem).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import functools
 import os
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -45,27 +53,24 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import ArgumentError, NetworkError, ObjectChangedError, describe, require
+from .options import (
+    DEFAULT_READ_TIMEOUT,
+    STORAGE_KEYS,
+    all_http,
+    gcs_files,
+    http_files,
+    is_http,
+    positive,
+    range_cache,
+    refuse,
+    s3_arguments,
+)
 from .range_cache import RangeCache
 from .reach import default_endpoint
 from .retry import with_retries
 
-STORAGE_KEYS = {
-    "endpoint_url": "the storage's URL, e.g. 'http://127.0.0.1:8333' (default: the provider's, or AWS_ENDPOINT_URL)",
-    "key": "access key id",
-    "secret": "secret access key",
-    "token": "session token",
-    "region": "region name",
-    "anon": "True for anonymous access to public buckets",
-    "deadline": "seconds one request may keep retrying transient network errors (default 60)",
-    "connect_timeout": "seconds to wait for a connection (default 5)",
-    "read_timeout": "seconds one try may take (default 30; a ranged GET one more per MiB)",
-    "block_size": "bytes fetched at least per request of a sequential stream (CSV, TFRecord; default 8 MiB)",
-    "cache": "{'dir': local directory, 'max_bytes': bound} to keep fetched ranges on local disk",
-    "client": "a dict of further keyword arguments for the fsspec filesystem (e.g. s3fs's)",
-}
 DEFAULT_DEADLINE = 60.0
 DEFAULT_BLOCK = 8 << 20
-DEFAULT_READ_TIMEOUT = 30.0
 # a ranged GET's try may take read_timeout plus this many seconds per byte: 1 s per MiB, so a 100 MB
 # row group gets 130 s by default, and an endpoint sending less than 1 MiB/s is cut as a slow loris
 SECONDS_PER_BYTE = 1.0 / (1 << 20)
@@ -111,54 +116,6 @@ class _Settings:
     endpoint: str = ""  # as said in errors: storage_options' endpoint_url, or the client's default
 
 
-def _refuse(what: str, found: str) -> ArgumentError:
-    return ArgumentError(
-        describe(
-            what,
-            expected="a dict with keys among " + ", ".join(STORAGE_KEYS),
-            found=found,
-            fix="see the storage_options keys in the reader's docstring",
-        )
-    )
-
-
-def _positive(options: Mapping[str, Any], name: str, default: float) -> float:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise _refuse(f"storage_options[{name!r}] must be a positive number", repr(value))
-    return float(value)
-
-
-def _cache(spec: Any) -> RangeCache | None:
-    if spec is None:
-        return None
-    if not isinstance(spec, Mapping) or set(spec) != {"dir", "max_bytes"}:
-        raise _refuse("storage_options['cache'] must name a directory and a bound", repr(spec))
-    if isinstance(spec["max_bytes"], bool) or not isinstance(spec["max_bytes"], int) or spec["max_bytes"] <= 0:
-        raise _refuse("storage_options['cache']['max_bytes'] must be a positive integer", repr(spec["max_bytes"]))
-    return RangeCache(spec["dir"], spec["max_bytes"])
-
-
-def _s3_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
-    """s3fs's keyword arguments: retries are ours (one try each in s3fs and botocore)."""
-    client_kwargs = {"region_name": options["region"]} if "region" in options else {}
-    if "endpoint_url" in options:
-        client_kwargs["endpoint_url"] = options["endpoint_url"]
-    arguments: dict[str, Any] = {
-        "client_kwargs": client_kwargs,
-        "config_kwargs": {
-            "connect_timeout": _positive(options, "connect_timeout", 5.0),
-            "read_timeout": _positive(options, "read_timeout", DEFAULT_READ_TIMEOUT),
-            "retries": {"total_max_attempts": 1},
-        },
-        "skip_instance_cache": True,  # a new listing (and so new ETags) for every dataset opened
-    }
-    for name in ("key", "secret", "token", "anon"):
-        if name in options:
-            arguments[name] = options[name]
-    return arguments
-
-
 def open_storage(
     paths: Any, storage_options: Mapping[str, Any] | None, filesystem: pafs.FileSystem | None
 ) -> tuple[pafs.FileSystem | None, Any]:
@@ -167,13 +124,14 @@ def open_storage(
     With them, every path must be a URI of one scheme; the result is the
     wrapped fsspec filesystem and the paths without their scheme.
     """
-    if storage_options is None:
+    if storage_options is None and (filesystem is not None or not all_http(paths)):
         return filesystem, paths
+    storage_options = {} if storage_options is None else storage_options  # http(s):// always comes here
     if not isinstance(storage_options, Mapping):
-        raise _refuse("storage_options must be a dict", type(storage_options).__name__)
+        raise refuse("storage_options must be a dict", type(storage_options).__name__)
     unknown = sorted(set(storage_options) - set(STORAGE_KEYS))
     if unknown:
-        raise _refuse("Unknown storage_options", ", ".join(map(repr, unknown)))
+        raise refuse("Unknown storage_options", ", ".join(map(repr, unknown)))
     if filesystem is not None:
         raise ArgumentError(
             describe(
@@ -194,21 +152,26 @@ def open_storage(
             )
         )
     scheme = schemes.pop()
-    fsspec = require("fsspec", "s3")
-    if scheme in ("s3", "s3a"):
-        require("s3fs", "s3")
-        arguments = _s3_arguments(storage_options)
+    fsspec = require("fsspec", "http" if is_http(scheme) else "gcs" if scheme in ("gs", "gcs") else "s3")
+    if is_http(scheme):
+        fs = http_files(storage_options, items)
+    elif scheme in ("gs", "gcs"):
+        fs = gcs_files(storage_options)
     else:
-        arguments = {}
-    arguments.update(storage_options.get("client") or {})
-    fs = fsspec.filesystem(scheme, **arguments)
+        if scheme in ("s3", "s3a"):
+            require("s3fs", "s3")
+            arguments = s3_arguments(storage_options)
+        else:
+            arguments = {}
+        arguments.update(storage_options.get("client") or {})
+        fs = fsspec.filesystem(scheme, **arguments)
     if hasattr(fs, "retries"):
         fs.retries = 1  # s3fs's own retry loop (a class attribute, 5 tries): the retries are ours
     settings = _Settings(
-        deadline=_positive(storage_options, "deadline", DEFAULT_DEADLINE),
-        block_size=int(_positive(storage_options, "block_size", DEFAULT_BLOCK)),
-        cache=_cache(storage_options.get("cache")),
-        read_timeout=_positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
+        deadline=positive(storage_options, "deadline", DEFAULT_DEADLINE),
+        block_size=int(positive(storage_options, "block_size", DEFAULT_BLOCK)),
+        cache=range_cache(storage_options.get("cache")),
+        read_timeout=positive(storage_options, "read_timeout", DEFAULT_READ_TIMEOUT),
         scheme=scheme,
         endpoint=str(storage_options.get("endpoint_url") or default_endpoint(scheme)),
     )
@@ -228,6 +191,9 @@ def storage_location(filesystem: pafs.FileSystem | None, path: str) -> tuple[str
     handler = getattr(filesystem, "handler", None)
     if not isinstance(handler, RetryingHandler):
         return None
+    if "://" in path:  # a URL (http(s)), whole: its endpoint is its origin
+        parts = urllib.parse.urlsplit(path)
+        return path, f"{parts.scheme}://{parts.netloc}"
     return f"{handler.settings.scheme}://{path}", handler.settings.endpoint
 
 
@@ -255,6 +221,8 @@ class RetryingHandler(pafs.FSSpecHandler):
 
     def __init__(self, fs: Any, settings: _Settings) -> None:
         super().__init__(_Timed(fs, settings.read_timeout) if getattr(fs, "async_impl", False) else fs)
+        # http(s)://: reads are pinned ranged GETs (files/http.py); one HEAD a file serves every info
+        self._pinned: Any = getattr(fs, "pinned_range", None)
         self.settings = settings
         self.counters = StorageCounters()
         # when a request last failed past its deadline; requests begun before it stop retrying
@@ -271,11 +239,26 @@ class RetryingHandler(pafs.FSSpecHandler):
         return self._infos[path]
 
     def version(self, path: str) -> tuple[str | None, str | None]:
-        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none)."""
+        """``(ETag, version id)`` of the object as taken at its first open (None where the store has none).
+
+        An HTTP server's file without an ETag is versioned by its Last-Modified;
+        a GCS object's version id is its generation.
+        """
         info = self.info(path)
-        etag = info.get("ETag") or info.get("etag")
-        version_id = info.get("VersionId")
+        etag = info.get("ETag") or info.get("etag") or info.get("Last-Modified")
+        version_id = info.get("VersionId") or info.get("generation")
         return (str(etag) if etag else None), (str(version_id) if version_id else None)
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        if self._pinned is None:
+            return self.call(", ".join(paths[:3]), lambda: pafs.FSSpecHandler.get_file_info(self, paths))
+        infos = []
+        for path in paths:  # http(s): the HEAD taken at open, whose version pins the reads, gives the size too
+            try:
+                infos.append(self._create_file_info(path, self.info(path)))
+            except FileNotFoundError:
+                infos.append(pafs.FileInfo(path, pafs.FileType.NotFound))
+        return infos
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the object as it was at open, in one request (not retried here).
@@ -285,6 +268,8 @@ class RetryingHandler(pafs.FSSpecHandler):
         compared too, for a store that ignores the condition; other fsspec
         filesystems read the range as it is (no version to check).
         """
+        if self._pinned is not None:
+            return self._pinned_read(path, start, end)
         etag, version_id = self.version(path)
         fs = self.fs
         if etag is None or not hasattr(fs, "_call_s3"):
@@ -305,15 +290,26 @@ class RetryingHandler(pafs.FSSpecHandler):
             answered, data = self._run(get, self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE)
         except OSError as exc:
             if _precondition_failed(exc):
-                raise self._changed(path, etag, "another (the store refused If-Match)") from exc
+                raise self._changed(path, f"ETag {etag}", "another (the store refused If-Match)") from exc
             raise
         if answered is not None and answered != etag:
-            raise self._changed(path, etag, str(answered))
+            raise self._changed(path, f"ETag {etag}", str(answered))
         return data
 
-    def _changed(self, path: str, etag: str, found: str) -> ObjectChangedError:
+    def _pinned_read(self, path: str, start: int, end: int) -> bytes:
+        """A range of the version taken at open (``files/http.py``, ``files/gcs.py``), cut like S3's GETs."""
+        from .http import VersionChanged
+
+        info = self.info(path)
+        timeout = self.settings.read_timeout + (end - start) * SECONDS_PER_BYTE
+        try:
+            return self._run(lambda: self._pinned(path, start, end, info), timeout)
+        except VersionChanged as exc:
+            raise self._changed(path, self.fs.version_text(info), exc.found) from None
+
+    def _changed(self, path: str, taken: str, found: str) -> ObjectChangedError:
         current = found
-        if found.startswith("another"):
+        if found.startswith("another") and self._pinned is None:
             try:  # the new version, for the message only
                 current = str(self.fs.info(path, refresh=True).get("ETag") or found)
             except Exception:  # noqa: BLE001 - the message is what matters; the error stands either way
@@ -322,7 +318,7 @@ class RetryingHandler(pafs.FSSpecHandler):
             describe(
                 "An object was replaced while it was being read",
                 where=path,
-                expected=f"the version taken when the data was opened (ETag {etag})",
+                expected=f"the version taken when the data was opened ({taken})",
                 found=f"version {current}",
                 fix=(
                     "do not overwrite objects while they are read: write a new prefix and open it, "
@@ -393,9 +389,6 @@ class RetryingHandler(pafs.FSSpecHandler):
                 self._failed()
             raise
 
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return self.call(", ".join(paths[:3]), lambda: pafs.FSSpecHandler.get_file_info(self, paths))
-
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         return self.call(selector.base_dir, lambda: pafs.FSSpecHandler.get_file_info_selector(self, selector))
 
@@ -438,7 +431,11 @@ class RangeReader:
         self._handler = handler
         self._path = path
         self._size = int(info["size"])
-        self._version = str(info.get("ETag") or info.get("etag") or f"{self._size}:{info.get('LastModified')}")
+        self._version = str(
+            info.get("ETag")
+            or info.get("etag")
+            or f"{self._size}:{info.get('LastModified') or info.get('Last-Modified')}"
+        )
         self._fetch_at_least = fetch_at_least
         self._position = 0
         self._block_start = 0
