@@ -39,7 +39,7 @@ from typing import Any, Mapping
 import aiohttp
 from fsspec.implementations.http import HTTPFileSystem
 
-from ..errors import ArgumentError, describe
+from ..errors import ArgumentError, NotFoundError, StorageError, describe
 
 # statuses that say "try again": the server is busy, restarting or timed out (RFC 9110)
 _TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -82,13 +82,13 @@ def _status(response: aiohttp.ClientResponse, url: str) -> None:
     """Raises for an answer that is not a success: missing, busy (transient) or refused."""
     status = response.status
     if status in _GONE:
-        raise FileNotFoundError(f"HTTP {status} from {url}")
+        raise NotFoundError(describe(f"HTTP {status} from {url}"))
     if status in _TRANSIENT:
         raise HttpBusy(f"HTTP {status} {response.reason or ''} from {url}".strip())
     if status in (401, 403):
         raise HttpRefused(f"HTTP {status} {response.reason or ''} from {url} (check storage_options['headers'])")
     if status >= 400:
-        raise OSError(f"HTTP {status} {response.reason or ''} from {url}")
+        raise StorageError(describe(f"HTTP {status} {response.reason or ''} from {url}"))
 
 
 class HttpFiles(HTTPFileSystem):
@@ -136,7 +136,9 @@ class HttpFiles(HTTPFileSystem):
             _status(response, url)
             total = response.headers.get("Content-Range", "").rsplit("/", 1)[-1]
             if response.status != 206 or not total.isdigit():
-                raise OSError(f"HTTP {response.status} from {url}: the server does not serve byte ranges")
+                raise StorageError(
+                    describe(f"HTTP {response.status} from {url}: the server does not serve byte ranges")
+                )
             return _info(url, int(total), response.headers)
 
     async def _ls(self, url: str, detail: bool = True, **kwargs: Any) -> list:
@@ -188,15 +190,19 @@ def _check_answer(status: int, headers: Mapping[str, str], start: int, end: int,
     if status == 200 and start == 0 and end == size and headers.get("Content-Length") == str(size):
         return None  # the whole object, asked as a range: a server may answer 200
     if status != 206:
-        raise OSError(
-            f"HTTP {status} from {url} to a Range request: the server does not serve byte ranges "
-            "(streamfeed reads a file by ranges; serve it from a server that does, as any static file server does)"
+        raise StorageError(
+            describe(
+                f"HTTP {status} from {url} to a Range request: the server does not serve byte ranges "
+                "(streamfeed reads a file by ranges; serve it from a server that does, as any static file server does)"
+            )
         )
     unit, _, spec = headers.get("Content-Range", "").partition(" ")
     span, _, total = spec.partition("/")
     if unit != "bytes" or span != f"{start}-{end - 1}":
-        raise OSError(
-            f"HTTP 206 from {url} with Content-Range {headers.get('Content-Range')!r}, not bytes {start}-{end - 1}"
+        raise StorageError(
+            describe(
+                f"HTTP 206 from {url} with Content-Range {headers.get('Content-Range')!r}, not bytes {start}-{end - 1}"
+            )
         )
     if total not in ("*", str(size)):
         return f"a file of {total} bytes, not {size}"

@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...errors import FileChangedError, describe
 from .summary import BlockSummary, byte_mask, summarize
 
 NEWLINE, CR = 10, 13
@@ -442,7 +443,9 @@ def scan_ranges(
             wanted = min(block_bytes, size - offset)
             block = read_at(offset, wanted)
             if len(block) != wanted:
-                raise OSError(f"the file ended at byte {offset + len(block)} while it was counted ({size} at open)")
+                raise FileChangedError(
+                    describe(f"the file ended at byte {offset + len(block)} while it was counted ({size} at open)")
+                )
             blocks.append((block, scanner.index(block, offset)))
         return blocks
 
