@@ -390,9 +390,12 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """
         self._successor = stream.successor(self.dataset.initial_state(self._epoch + 1))
 
-    def _close_successor(self) -> None:
+    def _close_successor(self, *, finalizing: bool = False) -> None:
         if self._successor is not None:
-            self._successor.close()
+            if finalizing:  # from a finalizer: it must not wait inside a garbage collection
+                self._successor.release()
+            else:
+                self._successor.close()
             self._successor = None
 
     def _move_to(self, start: Mapping[str, Any]) -> None:
@@ -526,4 +529,4 @@ class _Driver:
 def _close_successor_of(owner: "weakref.ref[KerasDataset]") -> None:
     adapter = owner()
     if adapter is not None:
-        adapter._close_successor()
+        adapter._close_successor(finalizing=True)

@@ -145,7 +145,8 @@ class EpochIterator:
             metrics=timing,
             tuner=tuner,
         )
-        self._finalizer = weakref.finalize(self, self._background.close)
+        # Inside a garbage collection the finalizer must not wait (BackgroundIterator.stop says why).
+        self._finalizer = weakref.finalize(self, self._background.finalize)
         # An epoch run from its start that serves nothing while input was skipped is an error (see __next__).
         self._served, self._closed = 0, False
         self._from_start = start == 0 if isinstance(start, int) else (start.unit, start.offset) == (0, 0)
@@ -230,7 +231,14 @@ class EpochIterator:
     def close(self) -> None:
         """Stops the epoch's threads and waits for them; safe to call more than once."""
         self._closed = True  # an epoch stopped early did not end empty
-        self._finalizer()
+        self._finalizer.detach()
+        self._background.close()
+
+    def release(self) -> None:
+        """What the finalizer of an object owning this iterator calls: close(), not waiting inside a collection."""
+        self._closed = True
+        self._finalizer.detach()
+        self._background.finalize()
 
     def __enter__(self) -> "EpochIterator":
         return self

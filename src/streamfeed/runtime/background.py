@@ -9,6 +9,7 @@ and ``close()``, wake every one of them.
 
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
@@ -22,6 +23,22 @@ T = TypeVar("T")
 _END = object()  # stays in the queue: each consumer that takes it puts it back for the next
 _POLL_SECONDS = 0.05
 _OWN_THREADS = "streamfeed-"  # the prefix of every thread streamfeed starts
+
+
+_collecting = False  # whether the cyclic garbage collector is running (it runs one collection at a time)
+
+
+def _note_collection(phase: str, info: dict) -> None:
+    global _collecting
+    _collecting = phase == "start"
+
+
+gc.callbacks.append(_note_collection)
+
+
+def collecting() -> bool:
+    """Whether a garbage collection is running now: finalizers then run at an arbitrary point of some thread."""
+    return _collecting
 
 
 class _Failure:
@@ -158,6 +175,35 @@ class BackgroundIterator(Generic[T]):
         self._join(wait)
         self._drain()  # an item put while the producer was stopping
         self._end_for_next_consumer()
+
+    def stop(self) -> None:
+        """Tells the producer to stop and returns at once: the close a finalizer may make.
+
+        A finalizer runs wherever the garbage collector happens to run,
+        perhaps on a thread holding a lock the producer needs before it can
+        see ``stop``: CI hung with the main thread collecting inside
+        ``ThreadPoolExecutor.submit`` (which holds ``concurrent.futures``'
+        global lock) and joining a producer waiting for that lock in its own
+        ``submit``. Without the join, the producer ends on its own once the
+        lock is free and closes what it opened, as after :meth:`close`.
+        """
+        self._finished = True
+        self._stop.set()
+        self._drain()  # unblock a producer waiting on a full queue
+        self._end_for_next_consumer()
+
+    def finalize(self) -> None:
+        """The close a finalizer makes: :meth:`close` when its owner was dropped, :meth:`stop` inside a collection.
+
+        Dropped by its last reference (``del``, a loop left by an
+        exception), the owner goes at a point of the user's code, where
+        waiting for the producer is safe and leaves no thread behind. Found
+        by the garbage collector, it goes wherever the collector runs.
+        """
+        if collecting():
+            self.stop()
+        else:
+            self.close()
 
     def _drain(self) -> None:
         while True:
