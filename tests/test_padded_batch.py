@@ -94,7 +94,9 @@ def test_a_row_longer_than_the_length_raises_under_truncate_error(tokens):
 
 def test_a_padded_last_batch_and_resume_keep_the_padding(tokens):
     path, truth = tokens
-    ds = sf.read_parquet(path).shuffle(8, window=2).batch(BATCH, last_batch="pad", pad=sf.Pad(length=16, truncate="end"))
+    ds = (
+        sf.read_parquet(path).shuffle(8, window=2).batch(BATCH, last_batch="pad", pad=sf.Pad(length=16, truncate="end"))
+    )
     full = batches(ds)
     with ds.iter_epoch(0) as it:
         for _ in range(5):
@@ -114,7 +116,11 @@ def test_the_padding_is_in_the_fingerprint(tokens):
     with base.iter_epoch(0) as it:
         next(it)
         state = it.get_state()
-    for other in (sf.Pad(length=17, truncate="end"), sf.Pad(length=16, truncate="start"), sf.Pad(length=16, truncate="end", value=3)):
+    for other in (
+        sf.Pad(length=17, truncate="end"),
+        sf.Pad(length=16, truncate="start"),
+        sf.Pad(length=16, truncate="end", value=3),
+    ):
         with pytest.raises(sf.StateError):
             sf.read_parquet(path).batch(BATCH, pad=other).iter_epoch(0, state=state).close()
     with sf.read_parquet(path).batch(BATCH, pad=sf.Pad(length=16, truncate="end")).iter_epoch(0, state=state) as it:

@@ -74,6 +74,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads the same names
     from .core import Chunk, Fragment, Position, Source
+    from .core_ragged import Ragged
     from .diagnostics import BenchReport, bench
     from .errors import (
         ArgumentError,
@@ -104,7 +105,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_tfrecord
     from .runtime.metrics import StageMetrics
     from .runtime.padding import Pad
-    from .core_ragged import Ragged
     from .sampling import class_weights, with_class_weights
     from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
     from .writers.tfrecord import write_tfrecord

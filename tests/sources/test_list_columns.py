@@ -128,7 +128,9 @@ def test_filter_and_padded_last_batch_gather_ragged_rows(list_files):
 def test_a_null_list_raises_naming_file_row_and_column(tmp_path):
     path = tmp_path / "nulls.parquet"
     tokens = [[1, 2], [], None, [3]] * 10
-    pq.write_table(pa.table({"id": np.arange(40), "tok": pa.array(tokens, pa.list_(pa.int64()))}), path, row_group_size=16)
+    pq.write_table(
+        pa.table({"id": np.arange(40), "tok": pa.array(tokens, pa.list_(pa.int64()))}), path, row_group_size=16
+    )
     with pytest.raises(sf.DataError) as excinfo:
         list(sf.read_parquet(path).batch(8))
     text = str(excinfo.value)

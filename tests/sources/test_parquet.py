@@ -387,7 +387,8 @@ def test_variable_length_lists_are_ragged_or_padded_to_a_length(tmp_path):
     lists = [[1, 2], [3], [4, 5, 6], [], [7]] * 20
     path = tmp_path / "ragged.parquet"
     pl.DataFrame({"id": np.arange(100), "v": lists}).write_parquet(path, row_group_size=30)
-    ragged = read_all(sf.read_parquet(path))["v"]  # without list_lengths: ragged rows (tests/sources/test_list_columns.py)
+    # Without list_lengths: ragged rows (tests/sources/test_list_columns.py).
+    ragged = read_all(sf.read_parquet(path))["v"]
     assert isinstance(ragged, sf.Ragged) and ragged.to_list() == lists
 
     got = read_all(sf.read_parquet(path, list_lengths={"v": 4}))

@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..core import Chunk, chunk_len
+from ..core import Chunk
 from ..core_ragged import Ragged
 from ..errors import ArgumentError, DataError, describe
 from .spec import Op
@@ -57,8 +57,12 @@ class Pad:
     mark: Mark = "length"
 
     def __post_init__(self) -> None:
-        if self.length is not None and (isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 0):
-            raise ArgumentError(describe("Invalid pad length", expected="an integer >= 0, or None", found=repr(self.length)))
+        if self.length is not None and (
+            isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 0
+        ):
+            raise ArgumentError(
+                describe("Invalid pad length", expected="an integer >= 0, or None", found=repr(self.length))
+            )
         if self.truncate not in ("error", "end", "start"):
             raise ArgumentError(
                 describe("Invalid truncate", expected="'error', 'end' or 'start'", found=repr(self.truncate))
@@ -70,7 +74,9 @@ class Pad:
         if self.columns is not None:
             if isinstance(self.columns, str) or not all(isinstance(name, str) for name in self.columns):
                 raise ArgumentError(
-                    describe("Invalid pad columns", expected="a tuple of column names, or None", found=repr(self.columns))
+                    describe(
+                        "Invalid pad columns", expected="a tuple of column names, or None", found=repr(self.columns)
+                    )
                 )
             object.__setattr__(self, "columns", tuple(self.columns))
 
@@ -91,7 +97,9 @@ class Pad:
 
 def pad_batch_lists(batch: Chunk, pad: Pad) -> Chunk:
     """``batch`` with its list columns padded and their length or mask columns added (module doc)."""
-    names = [name for name, column in batch.items() if isinstance(column, Ragged)] if pad.columns is None else pad.columns
+    names = (
+        [name for name, column in batch.items() if isinstance(column, Ragged)] if pad.columns is None else pad.columns
+    )
     out: Chunk = {}
     for name, column in batch.items():
         if name not in names:
@@ -127,7 +135,7 @@ def pad_batch_lists(batch: Chunk, pad: Pad) -> Chunk:
 def pad_rows(column: Ragged, pad: Pad, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``column`` as a ``(rows, length)`` array and each row's kept length (vectorised, no row loop)."""
     lengths = column.lengths()
-    rows = chunk_len({name: column})
+    rows = len(column)
     longest = int(lengths.max()) if rows else 0
     width = longest if pad.length is None else pad.length
     if longest > width and pad.truncate == "error":
