@@ -137,15 +137,22 @@ class Ragged:
         source = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
         return Ragged(self.values[source], offsets)
 
+    @property
+    def flags(self) -> Any:
+        """The values' NumPy flags (whether they are writeable: a writer copies those before queuing them)."""
+        return self.values.flags
+
+    def copy(self) -> "Ragged":
+        """The same rows in values and offsets of their own."""
+        return Ragged(self.flat().copy(), self.offsets - self.offsets[0])
+
     # --------------------------------------------------------------- NumPy protocol
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise ArgumentError(
-            describe(
-                "A ragged (variable-length list) column cannot become a rectangular NumPy array",
-                expected="a padded batch: batch(size, pad=Pad(...)) pads each list column and adds its lengths",
-                fix="pad the column with Dataset.batch(..., pad=streamfeed.Pad()), or read its .values and .offsets",
-            )
-        )
+        raise _not_rectangular()
+
+    def astype(self, dtype: Any, copy: bool = True) -> np.ndarray:
+        """Refused, as :meth:`__array__`: a model takes rectangular arrays (pad the batch first)."""
+        raise _not_rectangular()
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func is np.concatenate:
@@ -159,6 +166,16 @@ class Ragged:
         if func is np.shape:
             return self.shape
         return NotImplemented
+
+
+def _not_rectangular() -> ArgumentError:
+    return ArgumentError(
+        describe(
+            "A ragged (variable-length list) column cannot become a rectangular NumPy array",
+            expected="a padded batch: batch(size, pad=Pad(...)) pads each list column and adds its lengths",
+            fix="pad the column with Dataset.batch(..., pad=streamfeed.Pad()), or read its .values and .offsets",
+        )
+    )
 
 
 def concatenate(parts: Sequence[Ragged]) -> Ragged:

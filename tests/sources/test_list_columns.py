@@ -176,3 +176,19 @@ def test_ragged_gathers_and_joins_like_the_rows_it_holds():
     assert np.concatenate([ragged[2:], ragged[:1]]).to_list() == [[4], [5, 6], [1, 2, 3]]
     with pytest.raises(sf.ArgumentError, match="pad"):
         np.asarray(ragged)
+
+
+def test_the_cache_writes_and_serves_ragged_rows(list_files, tmp_path):
+    folder, truth = list_files
+    ds = sf.read_parquet(folder).shuffle(6, window=3).cache(tmp_path / "cache").batch(64)
+    first = served(ds)  # written while read
+    assert list(tmp_path.joinpath("cache").rglob("*.parquet")), "no cache written"
+    assert served(ds) == first  # read from the copy
+    for row in first:
+        assert row == truth[row["id"]]
+
+
+def test_an_unpadded_list_column_cannot_reach_keras_and_says_why(list_files):
+    folder, _ = list_files
+    with pytest.raises(sf.ArgumentError, match=r"pad=Pad"):
+        sf.read_parquet(folder).batch(16).to_keras(features=["tok"], label="id")[0]

@@ -455,7 +455,9 @@ def _with_row_shape(values: np.ndarray, field: pa.Field) -> np.ndarray:
 
 # ------------------------------------------------------------------ Chunk -> Arrow
 def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
-    """A NumPy column as an Arrow array, and field metadata for n-D rows."""
+    """A NumPy column as an Arrow array, and field metadata for n-D rows; ragged rows as a ``large_list``."""
+    if isinstance(values, Ragged):
+        return pa.LargeListArray.from_arrays(values.offsets - values.offsets[0], values.flat()), {}
     if values.ndim == 1:
         if values.dtype.kind == "O":
             return pa.array(values.tolist()), {}
