@@ -205,3 +205,14 @@ def test_a_list_column_left_out_of_the_features_does_not_stop_keras(list_files):
     data = sf.read_parquet(folder).shuffle(2, window=3).batch(16).to_keras(features=["id"], label="id")
     x, y = data[0][:2]
     assert x.shape == (16, 1) and np.array_equal(x[:, 0], y)
+
+
+def test_a_null_list_is_filled_with_a_list_and_a_non_list_fill_is_refused(tmp_path):
+    path = tmp_path / "fill.parquet"
+    tokens = [[1], None, [2, 3], []]
+    pq.write_table(pa.table({"id": np.arange(4), "tok": pa.array(tokens, pa.list_(pa.int64()))}), path)
+    (batch,) = read_epoch(sf.read_parquet(path, nulls="fill", fill={"tok": [0, 0]}).batch(4))
+    assert batch["tok"].to_list() == [[1], [0, 0], [2, 3], []]
+    with pytest.raises(sf.ArgumentError) as excinfo:
+        read_epoch(sf.read_parquet(path, nulls="fill", fill={"tok": 0}).batch(4))
+    assert "'tok'" in str(excinfo.value) and "[]" in str(excinfo.value)

@@ -241,11 +241,31 @@ def apply_null_policy(
         value = policy.fill_for(name, where.row(pc.index(bad, True).as_py()))
         if pa.types.is_floating(column.type):
             value = value_seconds(value)  # dates were converted to seconds: so is a date as fill value
-        filled = column.fill_null(pa.scalar(value, type=column.type)) if column.null_count else column
+        filled = column.fill_null(_fill_scalar(value, column.type, name)) if column.null_count else column
         if pa.types.is_floating(filled.type):
             filled = pc.if_else(pc.is_nan(filled), pa.scalar(value, type=filled.type), filled)
         table = table.set_column(index, name, filled)
     return table
+
+
+def _fill_scalar(value: Any, kind: pa.DataType, name: str) -> pa.Scalar:
+    """``value`` as a scalar of the column's type; one that is not (0 for a list column: ``[]`` is) is refused."""
+    try:
+        return pa.scalar(value, type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ArgumentError(
+            describe(
+                f"The fill value for column {name!r} is not a value of its type",
+                expected=f"a value of type {kind}"
+                + (
+                    " (a list such as [] for a list column)"
+                    if pa.types.is_list(kind) or pa.types.is_large_list(kind)
+                    else ""
+                ),
+                found=repr(value)[:80],
+                fix=f"pass fill={{{name!r}: VALUE}} of that type",
+            )
+        ) from exc
 
 
 def _clean_rows(table: pa.Table, clean: Collection[str] = frozenset()) -> pa.ChunkedArray | None:
