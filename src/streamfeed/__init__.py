@@ -46,6 +46,8 @@ _EXPORTS = {
     "Dataset": ".pipeline",
     "EpochIterator": ".pipeline",
     "StageMetrics": ".runtime.metrics",
+    "Pad": ".runtime.padding",
+    "Ragged": ".core_ragged",
     "BenchReport": ".diagnostics",
     "bench": ".diagnostics",
     "InspectReport": ".inspect",
@@ -72,6 +74,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads the same names
     from .core import Chunk, Fragment, Position, Source
+    from .core_ragged import Ragged
     from .diagnostics import BenchReport, bench
     from .errors import (
         ArgumentError,
@@ -101,6 +104,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .pipeline import Dataset, EpochIterator
     from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_tfrecord
     from .runtime.metrics import StageMetrics
+    from .runtime.padding import Pad
     from .sampling import class_weights, with_class_weights
     from .stats import ColumnStats, StaleStatsError, Stats, compute_stats
     from .writers.tfrecord import write_tfrecord

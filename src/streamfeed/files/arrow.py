@@ -29,13 +29,14 @@ import datetime as dt
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Literal, Mapping, Union
+from typing import Any, Callable, Collection, Literal, Mapping, Union, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core import Chunk, NullPolicy
+from ..core_ragged import Ragged
 from ..errors import ArgumentError, DataError, SchemaError, describe
 
 ColumnNulls = Union[NullPolicy, Literal["mask"]]
@@ -240,11 +241,31 @@ def apply_null_policy(
         value = policy.fill_for(name, where.row(pc.index(bad, True).as_py()))
         if pa.types.is_floating(column.type):
             value = value_seconds(value)  # dates were converted to seconds: so is a date as fill value
-        filled = column.fill_null(pa.scalar(value, type=column.type)) if column.null_count else column
+        filled = column.fill_null(_fill_scalar(value, column.type, name)) if column.null_count else column
         if pa.types.is_floating(filled.type):
             filled = pc.if_else(pc.is_nan(filled), pa.scalar(value, type=filled.type), filled)
         table = table.set_column(index, name, filled)
     return table
+
+
+def _fill_scalar(value: Any, kind: pa.DataType, name: str) -> pa.Scalar:
+    """``value`` as a scalar of the column's type; one that is not (0 for a list column: ``[]`` is) is refused."""
+    try:
+        return pa.scalar(value, type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ArgumentError(
+            describe(
+                f"The fill value for column {name!r} is not a value of its type",
+                expected=f"a value of type {kind}"
+                + (
+                    " (a list such as [] for a list column)"
+                    if pa.types.is_list(kind) or pa.types.is_large_list(kind)
+                    else ""
+                ),
+                found=repr(value)[:80],
+                fix=f"pass fill={{{name!r}: VALUE}} of that type",
+            )
+        ) from exc
 
 
 def _clean_rows(table: pa.Table, clean: Collection[str] = frozenset()) -> pa.ChunkedArray | None:
@@ -327,17 +348,9 @@ def column_to_numpy(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, wh
 
 def _pad_lists(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, where: Where) -> np.ndarray:
     length = policy.list_lengths.get(name)
-    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
     if length is None:
-        raise SchemaError(
-            describe(
-                f"Column {name!r} holds lists of varying length",
-                where=where.path,
-                expected="fixed-size lists, which become (rows, k) arrays",
-                found=f"lengths from {lengths.min()} to {lengths.max()}",
-                fix=f"pass list_lengths={{{name!r}: K}} to pad every list to K values",
-            )
-        )
+        return cast(np.ndarray, _ragged(column, name, where))  # a Ragged stands in for a column (core_ragged.py)
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
     if lengths.size and lengths.max() > length:
         first = int(np.argmax(lengths > length))
         raise DataError(
@@ -356,6 +369,47 @@ def _pad_lists(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, where: 
     cols = np.arange(len(values)) - np.repeat(starts, lengths)
     out[rows, cols] = values
     return out
+
+
+def _ragged(column: pa.ChunkedArray, name: str, where: Where) -> Ragged:
+    """A ``list``/``large_list`` column of numbers as a :class:`~streamfeed.core_ragged.Ragged` (no row loop).
+
+    Lists of anything but numbers (nested lists, strings, structs) are
+    refused: their in-memory form is not settled. A null list was already
+    dealt with by the null policy; a null value inside a list raises here,
+    naming its row.
+    """
+    inner = column.type.value_type
+    if not (pa.types.is_integer(inner) or pa.types.is_floating(inner) or pa.types.is_boolean(inner)):
+        raise SchemaError(
+            describe(
+                f"Column {name!r} holds variable-length lists of {inner}",
+                where=where.path,
+                expected="variable-length lists of numbers (read as ragged rows), or fixed-size lists",
+                found=f"type {column.type}",
+                fix=f"leave the column out with columns=[...], or pass list_lengths={{{name!r}: K}} "
+                "where its values are numbers",
+            )
+        )
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if array.null_count:  # a null list left by nulls="mask": no ragged form for it
+        array = array.fill_null(pa.scalar([], type=array.type))
+    array = array.cast(pa.large_list(inner))
+    values = array.flatten()
+    if values.null_count:
+        lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
+        row = int(np.searchsorted(np.cumsum(lengths), pc.index(pc.is_null(values), True).as_py(), side="right"))
+        raise DataError(
+            describe(
+                f"A list in column {name!r} holds a null value",
+                where=where.row(row),
+                expected="lists of numbers without nulls inside them",
+                found=f"{values.null_count} null values inside lists of this row group",
+                fix="clean the lists, or leave the column out with columns=[...]",
+            )
+        )
+    offsets = array.offsets.to_numpy(zero_copy_only=False)  # a sliced array's: into the whole child array
+    return Ragged(values.to_numpy(zero_copy_only=False), offsets - offsets[0])
 
 
 def table_to_chunk(table: pa.Table, policy: ColumnPolicy, where: Where) -> Chunk:
@@ -400,7 +454,7 @@ def _plain_columns(table: pa.Table) -> dict[str, np.ndarray]:
 
 def _mask_nulls(values: np.ndarray, column: pa.ChunkedArray) -> np.ndarray:
     """``values`` with ``column``'s null rows masked (NaN stays a value); unchanged without nulls."""
-    if not column.null_count or isinstance(values, pa.Array):  # an Arrow column keeps its own nulls
+    if not column.null_count or isinstance(values, (pa.Array, Ragged)):  # Arrow keeps its nulls; ragged: filled
         return values
     rows = column.is_null().to_numpy(zero_copy_only=False)
     mask = np.broadcast_to(rows.reshape(-1, *[1] * (values.ndim - 1)), values.shape).copy()
@@ -421,7 +475,9 @@ def _with_row_shape(values: np.ndarray, field: pa.Field) -> np.ndarray:
 
 # ------------------------------------------------------------------ Chunk -> Arrow
 def column_to_arrow(values: np.ndarray) -> tuple[pa.Array, dict[bytes, bytes]]:
-    """A NumPy column as an Arrow array, and field metadata for n-D rows."""
+    """A NumPy column as an Arrow array, and field metadata for n-D rows; ragged rows as a ``large_list``."""
+    if isinstance(values, Ragged):
+        return pa.LargeListArray.from_arrays(values.offsets - values.offsets[0], values.flat()), {}
     if values.ndim == 1:
         if values.dtype.kind == "O":
             return pa.array(values.tolist()), {}

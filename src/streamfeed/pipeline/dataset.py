@@ -47,6 +47,7 @@ from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
+from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
@@ -145,12 +146,16 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid window", expected=">= 1 fragment", found=f"{window}"))
         return self._with(seed=int(seed), window=window)
 
-    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep") -> "Dataset":
+    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep", pad: Pad | None = None) -> "Dataset":
         """Groups rows into batches of exactly ``batch_size`` rows.
 
         ``last_batch``: ``"keep"`` a short last batch (default), ``"drop"`` it,
         or ``"pad"`` it to full size by repeating rows, with a mask column
         that the Keras adapter turns into zero sample weights.
+        ``pad``: a :class:`~streamfeed.Pad` that pads each variable-length list
+        column of a batch into a rectangular array, with its lengths or mask
+        (``runtime/padding.py``); it is the first per-batch op, and its
+        settings are in the saved state's fingerprint.
         """
         if self.batch_size is not None:
             raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
@@ -160,7 +165,10 @@ class Dataset(Settings):
             )
         if batch_size < 1:
             raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
-        return self._with(batch_size=int(batch_size), last_batch=last_batch)
+        if pad is not None and not isinstance(pad, Pad):
+            raise ArgumentError(describe("Invalid pad", expected="a streamfeed.Pad or None", found=repr(pad)[:80]))
+        padding = () if pad is None else (pad.op(),)
+        return self._with(batch_size=int(batch_size), last_batch=last_batch, batch_ops=self.batch_ops + padding)
 
     def prefetch(self, depth: int) -> "Dataset":
         """Keeps up to ``depth`` finished batches ready in a background thread."""

@@ -23,6 +23,7 @@ from typing import Iterator, Protocol
 import numpy as np
 
 from ..core import Chunk, chunk_len, interleave
+from ..core_ragged import Ragged, concatenate
 from ..plan import epoch_rng
 from .assembly import MatrixColumns
 
@@ -55,6 +56,7 @@ class UnitBuffer:
         self._layout: list[tuple[str, str, int | None]] = []  # (column, block, index in block or None)
         self._groups: dict[str, list[str]] = {}  # side-by-side block -> its columns, in order
         self._matrix: MatrixColumns | None = None  # the block "matrix" holds these columns, gathered as one
+        self._ragged: dict[str, list[Ragged]] = {}  # variable-length columns: their chunks, joined at first gather
         self._rows = 0
 
     @property
@@ -67,7 +69,7 @@ class UnitBuffer:
 
         With ``matrix`` (and its columns in ``first``), those columns are stored as the matrix it names.
         """
-        self._groups, self._layout, self._rows = {}, [], 0
+        self._groups, self._layout, self._rows, self._ragged = {}, [], 0, {}
         self._matrix = matrix if matrix is not None and matrix.present(first) else None
         members = set(self._matrix.columns) if self._matrix is not None else set()
         if self._matrix is not None:
@@ -76,6 +78,9 @@ class UnitBuffer:
             if name in members:
                 if name == self._matrix.columns[0]:  # type: ignore[union-attr]
                     self._layout.append((self._matrix.name, _MATRIX, None))  # type: ignore[union-attr]
+            elif isinstance(column, Ragged):  # no fixed row width: kept as it came, its values gathered by offset
+                self._ragged[name] = []
+                self._layout.append((name, _RAGGED, None))
             elif column.ndim == 1 and column.dtype.kind in "biuf":
                 group = self._groups.setdefault(f"dtype:{column.dtype.str}", [])
                 self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
@@ -85,7 +90,7 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             self._block(block_name, (capacity, len(names)), first[names[0]].dtype)
         for name, block_name, index in self._layout:
-            if index is None and block_name != _MATRIX:
+            if index is None and block_name not in (_MATRIX, _RAGGED):
                 self._block(block_name, (capacity, *first[name].shape[1:]), first[name].dtype)
 
     def append(self, chunk: Chunk) -> None:
@@ -95,7 +100,9 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             interleave([chunk[name] for name in names], self._room(block_name, stop)[start:stop])
         for name, block_name, index in self._layout:
-            if index is None and block_name != _MATRIX:
+            if block_name == _RAGGED:
+                self._ragged[name].append(chunk[name])  # type: ignore[arg-type]
+            elif index is None and block_name != _MATRIX:
                 self._room(block_name, stop)[start:stop] = chunk[name]
         self._rows = stop
 
@@ -123,14 +130,24 @@ class UnitBuffer:
         views = {name: list(block.T) for name, block in taken.items() if name.startswith("dtype:")}
         out: Chunk = {}
         for name, block_name, index in self._layout:
-            out[name] = taken[block_name] if index is None else views[block_name][index]
+            if block_name == _RAGGED:
+                parts = self._ragged[name]
+                if len(parts) > 1:
+                    parts[:] = [concatenate(parts)]  # the unit is loaded once its first batch is gathered
+                out[name] = parts[0].take(indices)  # type: ignore[assignment]
+            else:
+                out[name] = taken[block_name] if index is None else views[block_name][index]
         return out
 
     def _block_names(self) -> list[str]:
-        return [*self._groups, *(block for _, block, index in self._layout if index is None and block != _MATRIX)]
+        return [
+            *self._groups,
+            *(block for _, block, index in self._layout if index is None and block not in (_MATRIX, _RAGGED)),
+        ]
 
 
 _MATRIX = "matrix"  # the block of the model's feature matrix
+_RAGGED = "ragged"  # not a block: a variable-length column, kept as its chunks (core_ragged.py)
 
 
 class StopSignal(Protocol):
