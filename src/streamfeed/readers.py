@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .sources.tfrecord.index import Compression
     from .sources.webdataset.decode import Kind as WebDatasetKind
 
-FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
+FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord", "webdataset")
 
 
 def reader_for(format_name: str) -> Callable[..., Dataset]:

@@ -23,9 +23,9 @@ from .decode import Column, DecodeError, decode_value, empty, fits
 from .samples import Sample
 
 
-def member_where(path: str, member: str, offset: int) -> str:
+def member_where(path: str, member: str | None, offset: int) -> str:
     """How every message names a place in a shard: the shard, the member, its header's byte offset."""
-    return f"{path}, member {member!r} (header at byte {offset})"
+    return f"{path}, byte {offset}" if member is None else f"{path}, member {member!r} (header at byte {offset})"
 
 
 @dataclass(frozen=True)
@@ -148,5 +148,7 @@ class WebDatasetFragment:
             )
         for row in sorted(errors):
             member, offset, problem = errors[row]
-            location = f"sample {self.first + row} {self.samples[row].key!r}, member {member!r} (header at byte {offset})"
+            location = (
+                f"sample {self.first + row} {self.samples[row].key!r}, member {member!r} (header at byte {offset})"
+            )
             self._decoder.report.add(SkippedUnit(self.path, location, problem, 1))

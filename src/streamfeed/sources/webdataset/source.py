@@ -72,7 +72,11 @@ class WebDatasetSource(AlikeRows):
             raise ArgumentError(describe("Invalid fragment_samples", expected=">= 1", found=f"{fragment_samples}"))
         if image_size is not None and (len(image_size) not in (2, 3) or min(image_size) < 1):
             raise ArgumentError(
-                describe("Invalid image_size", expected="(height, width) or (height, width, channels)", found=repr(image_size))
+                describe(
+                    "Invalid image_size",
+                    expected="(height, width) or (height, width, channels)",
+                    found=repr(image_size),
+                )
             )
         self.report = report or BadInputReport()
         self.image_size = None if image_size is None else tuple(int(v) for v in image_size)
@@ -171,7 +175,7 @@ class WebDatasetSource(AlikeRows):
             CorruptFileError(
                 describe(
                     "A tar shard is damaged: its members cannot be followed past this point",
-                    where=member_where(index.path, damage.member or "?", damage.offset),
+                    where=member_where(index.path, damage.member, damage.offset),
                     found=f"{damage.problem}; {len(grouped)} samples before it are intact",
                     fix="rewrite or re-download the shard, or pass on_error='skip' to read the intact samples",
                 )
@@ -222,7 +226,9 @@ class WebDatasetSource(AlikeRows):
         for extension, kind in kinds.items():
             if kind not in KINDS:
                 raise ArgumentError(
-                    describe(f"Unknown decoder for {extension!r}", expected=" or ".join(map(repr, KINDS)), found=repr(kind))
+                    describe(
+                        f"Unknown decoder for {extension!r}", expected=" or ".join(map(repr, KINDS)), found=repr(kind)
+                    )
                 )
         renamed = dict(names or {})
         unknown = sorted(set(renamed) - set(kinds))

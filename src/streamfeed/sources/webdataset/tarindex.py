@@ -118,6 +118,10 @@ def scan_tar(path: str, read_at: Callable[[int, int], bytes], size: int) -> TarI
     first_header: int | None = None
     while offset < size:
         header = window.read(offset, BLOCK)
+        if offset == 0 and header[:2] == b"\x1f\x8b":
+            problem = "the file is GZIP-compressed (a .tar.gz / .tgz shard); only uncompressed tar shards are read"
+            index.damage = Damage(0, None, problem + ": decompress it (gunzip) first")
+            return index
         if len(header) < BLOCK:
             index.damage = Damage(offset, long_name, f"the file ends inside a tar header ({len(header)} of 512 bytes)")
             return index
@@ -126,8 +130,6 @@ def scan_tar(path: str, read_at: Callable[[int, int], bytes], size: int) -> TarI
         name_here = _text(header[0:100])
         if not _checksum_ok(header):
             problem = "a tar header's checksum does not match (the bytes are damaged, or this is not a tar file)"
-            if offset == 0 and header[:2] == b"\x1f\x8b":
-                problem = "the file is GZIP-compressed (a .tar.gz / .tgz shard); only uncompressed tar shards are read"
             index.damage = Damage(offset, name_here or None, problem)
             return index
         kind = header[156:157]
@@ -135,7 +137,7 @@ def scan_tar(path: str, read_at: Callable[[int, int], bytes], size: int) -> TarI
         data = offset + BLOCK
         if data + member_size > size:
             index.damage = Damage(
-                offset,
+                offset if first_header is None else first_header,  # a PAX or long-name header first: from there
                 long_name or name_here,
                 f"the member's data ({member_size} bytes from byte {data}) runs past the end of the file "
                 f"({size} bytes): the tar is truncated",
