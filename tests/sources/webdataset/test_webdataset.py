@@ -270,3 +270,31 @@ def test_pillow_and_webdataset_agree_on_the_png_written(tmp_path):
     with tarfile.open(tmp_path / "shard-000.tar") as tar:
         data = tar.extractfile("img00000.png").read()  # type: ignore[union-attr]
     np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(data)).convert("RGB")), _sample(0)["png"])
+
+
+def test_a_file_that_is_not_a_tar_is_a_damaged_shard(tmp_path):
+    write_shards(tmp_path, [0, 5])
+    (tmp_path / "noise.tar").write_bytes(np.random.default_rng(0).bytes(3000))
+    with pytest.raises(sf.CorruptFileError, match="checksum") as raised:
+        sf.read_webdataset(tmp_path)
+    assert "noise.tar, byte 0" in str(raised.value)
+    ds = sf.read_webdataset(tmp_path, on_error="skip")
+    assert len(ds) == 5 and [entry.path for entry in ds.report.entries] == [str(tmp_path / "noise.tar")]
+
+
+def test_a_header_whose_size_is_not_a_number_is_damage_not_a_crash(tmp_path):
+    path = tmp_path / "odd.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        _add(tar, "a.cls", b"1")
+        _add(tar, "b.cls", b"2")
+    data = bytearray(path.read_bytes())
+    header = bytearray(data[1024:1536])  # b.cls's header, after a.cls's header and data block
+    header[124:136] = b"zzzzzzzzzzz\0"
+    header[148:156] = b" " * 8
+    header[148:156] = f"{sum(header):06o}\0 ".encode()
+    data[1024:1536] = header
+    path.write_bytes(bytes(data))
+    with pytest.raises(sf.CorruptFileError, match="do not parse") as raised:
+        sf.read_webdataset(path)
+    assert "byte 1024" in str(raised.value)
+    assert list(epoch(sf.read_webdataset(path, on_error="skip"))["cls"]) == [1]

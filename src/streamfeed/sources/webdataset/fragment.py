@@ -119,17 +119,13 @@ class WebDatasetFragment:
             self._handle(errors)
         chunk: Chunk = {}
         if self._decoder.key_column is not None:
-            chunk[self._decoder.key_column] = np.array([self.samples[row].key for row in keep] + [None], object)[:-1]
+            keys = np.empty(len(keep), dtype=object)
+            keys[:] = [self.samples[row].key for row in keep]
+            chunk[self._decoder.key_column] = keys
         for column in columns:
-            column_values = values[column.name]
-            if column.dtype == "object":
-                out = np.empty(len(keep), dtype=object)
-                for position, row in enumerate(keep):
-                    out[position] = column_values[row]
-            else:
-                out = empty(column, len(keep))
-                for position, row in enumerate(keep):
-                    out[position] = column_values[row]
+            out = empty(column, len(keep))  # object columns element by element: a dict or list stays one value
+            for position, row in enumerate(keep):
+                out[position] = values[column.name][row]
             chunk[column.name] = out
         return chunk
 

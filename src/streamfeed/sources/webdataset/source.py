@@ -247,8 +247,17 @@ class WebDatasetSource(AlikeRows):
                 continue
             path, sample = having
             member = sample.members[extension]
-            with self.filesystem.open_input_file(path) as stream:
-                data = stream.read_at(member.size, member.offset)
+            try:
+                with self.filesystem.open_input_file(path) as stream:
+                    data = stream.read_at(member.size, member.offset)
+            except OSError as exc:
+                raise CorruptFileError(
+                    describe(
+                        "Could not read a tar shard",
+                        where=member_where(path, member.name, member.header),
+                        found=f"{type(exc).__name__}: {exc}",
+                    )
+                ) from exc
             try:
                 value = decode_value(bytes(data), kind, self.image_size)
             except DecodeError as exc:

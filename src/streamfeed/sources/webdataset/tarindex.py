@@ -52,6 +52,7 @@ class TarIndex:
     size: int
     members: list[Member] = field(default_factory=list)
     damage: Damage | None = None
+    walked: int = 0  # the offset of the header being read
 
 
 class _Window:
@@ -82,7 +83,10 @@ def _text(field_bytes: bytes) -> str:
 
 
 def _checksum_ok(header: bytes) -> bool:
-    stored = _number(header[148:156])
+    try:
+        stored = _number(header[148:156])
+    except ValueError:  # not even a number: not a tar header
+        return False
     unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
     signed = sum(b - 256 if b > 127 else b for b in header[:148] + header[156:]) + 8 * 32
     return stored in (unsigned, signed)
@@ -97,6 +101,8 @@ def _pax_path(data: bytes) -> str | None:
         if space < 0:
             break
         length = int(data[position:space])
+        if length <= space - position:
+            raise ValueError("a PAX record's length is shorter than the record")
         record = data[space + 1 : position + length - 1]
         key, _, value = record.partition(b"=")
         if key == b"path":
@@ -110,13 +116,26 @@ def _padded(size: int) -> int:
 
 
 def scan_tar(path: str, read_at: Callable[[int, int], bytes], size: int) -> TarIndex:
-    """Walks the headers of a tar of ``size`` bytes read by ``read_at(n, offset)`` (data skipped)."""
+    """Walks the headers of a tar of ``size`` bytes read by ``read_at(n, offset)`` (data skipped).
+
+    A header whose fields do not parse (a size that is not a number, a
+    malformed PAX record) is damage at its offset, as a failed checksum is.
+    """
     index = TarIndex(path, size)
+    try:
+        return _walk(index, read_at, size)
+    except ValueError as exc:  # fields of a header that passed its checksum but are not what tar writes
+        index.damage = Damage(index.walked, None, f"a tar header's fields do not parse ({exc})")
+        return index
+
+
+def _walk(index: TarIndex, read_at: Callable[[int, int], bytes], size: int) -> TarIndex:
     window = _Window(read_at, size)
     offset = 0
     long_name: str | None = None
     first_header: int | None = None
     while offset < size:
+        index.walked = offset
         header = window.read(offset, BLOCK)
         if offset == 0 and header[:2] == b"\x1f\x8b":
             problem = "the file is GZIP-compressed (a .tar.gz / .tgz shard); only uncompressed tar shards are read"
@@ -130,10 +149,12 @@ def scan_tar(path: str, read_at: Callable[[int, int], bytes], size: int) -> TarI
         name_here = _text(header[0:100])
         if not _checksum_ok(header):
             problem = "a tar header's checksum does not match (the bytes are damaged, or this is not a tar file)"
-            index.damage = Damage(offset, name_here or None, problem)
+            index.damage = Damage(offset, None, problem)  # the name field of damaged bytes names nothing
             return index
         kind = header[156:157]
         member_size = _number(header[124:136])
+        if member_size < 0:
+            raise ValueError(f"a negative member size at byte {offset}")
         data = offset + BLOCK
         if data + member_size > size:
             index.damage = Damage(
