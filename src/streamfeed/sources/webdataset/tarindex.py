@@ -55,6 +55,10 @@ class TarIndex:
     walked: int = 0  # the offset of the header being read
 
 
+class HeaderError(ValueError):
+    """A header's fields do not parse: caught by :func:`scan_tar`, which makes it the index's damage."""
+
+
 class _Window:
     """Reads ``read_at(n, offset)`` through a buffer of ``WINDOW`` bytes: consecutive headers cost one read."""
 
@@ -102,7 +106,7 @@ def _pax_path(data: bytes) -> str | None:
             break
         length = int(data[position:space])
         if length <= space - position:
-            raise ValueError("a PAX record's length is shorter than the record")
+            raise HeaderError("a PAX record's length is shorter than the record")
         record = data[space + 1 : position + length - 1]
         key, _, value = record.partition(b"=")
         if key == b"path":
@@ -154,7 +158,7 @@ def _walk(index: TarIndex, read_at: Callable[[int, int], bytes], size: int) -> T
         kind = header[156:157]
         member_size = _number(header[124:136])
         if member_size < 0:
-            raise ValueError(f"a negative member size at byte {offset}")
+            raise HeaderError(f"a negative member size at byte {offset}")
         data = offset + BLOCK
         if data + member_size > size:
             index.damage = Damage(
