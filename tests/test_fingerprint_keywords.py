@@ -83,6 +83,16 @@ def _tfrecord(root: Path) -> dict:
     return {"paths": str(root / "tf.gz" / "part.tfrecord.gz")}
 
 
+def _webdataset(root: Path) -> dict:
+    import webdataset as wds
+
+    (root / "wds").mkdir()
+    with wds.TarWriter(str(root / "wds" / "shard-0.tar")) as writer:
+        for i in range(20):
+            writer.write({"__key__": f"s{i:03d}", "png": _png(i), "cls": i % 3})
+    return {"paths": str(root / "wds")}
+
+
 OPEN: dict[str, Callable[[Path], dict]] = {
     "parquet": _parquet,
     "csv": _csv,
@@ -90,6 +100,7 @@ OPEN: dict[str, Callable[[Path], dict]] = {
     "numpy": _numpy,
     "images": _images,
     "tfrecord": _tfrecord,
+    "webdataset": _webdataset,
 }
 
 # Another valid value of every keyword that changes the rows (or may), by format; a callable takes the data's folder.
@@ -146,6 +157,13 @@ CHANGED: dict[str, dict[str, Any]] = {
         "compression": "GZIP",
         "decode_images": ["img"],
         "fragment_bytes": 300,
+    },
+    "webdataset": {
+        "keys": ["cls"],
+        "names": {"cls": "label"},
+        "key_column": "k",
+        "image_size": (3, 3),
+        "fragment_samples": 3,
     },
 }
 

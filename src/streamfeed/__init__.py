@@ -67,6 +67,7 @@ _EXPORTS = {
     "read_parquet": ".readers",
     "read_ray": ".readers",
     "read_tfrecord": ".readers",
+    "read_webdataset": ".readers",
     "write_tfrecord": ".writers.tfrecord",
 }
 
@@ -102,7 +103,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .inspect import InspectReport, inspect
     from .inspect.quality import QualityReport, quality_report
     from .pipeline import Dataset, EpochIterator
-    from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_tfrecord
+    from .readers import (
+        read_csv,
+        read_hdf5,
+        read_images,
+        read_numpy,
+        read_parquet,
+        read_ray,
+        read_tfrecord,
+        read_webdataset,
+    )
     from .runtime.metrics import StageMetrics
     from .runtime.padding import Pad
     from .sampling import class_weights, with_class_weights

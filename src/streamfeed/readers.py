@@ -30,6 +30,7 @@ from .sources.numpy import NumpySource, numpy_columns
 from .sources.parquet import ParquetSource
 from .sources.ray import RaySource
 from .sources.tfrecord.source import TFRecordSource
+from .sources.webdataset.source import WebDatasetSource
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
     from .sources.images.listing import FollowLinks, Labels
     from .sources.numpy import Specs
     from .sources.tfrecord.index import Compression
+    from .sources.webdataset.decode import Kind as WebDatasetKind
 
-FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord")
+FORMATS = ("parquet", "csv", "hdf5", "numpy", "images", "tfrecord", "webdataset")
 
 
 def reader_for(format_name: str) -> Callable[..., Dataset]:
@@ -485,3 +487,64 @@ def _error_policy(reader: Callable[..., Dataset], errors: Mapping[str, Any]) -> 
             )
         )
     return ErrorPolicy(**errors)
+
+
+def read_webdataset(
+    paths: PathLike,
+    *,
+    keys: Sequence[str] | Mapping[str, WebDatasetKind] | None = None,
+    names: Mapping[str, str] | None = None,
+    key_column: str | None = "__key__",
+    image_size: tuple[int, int] | tuple[int, int, int] | None = None,
+    fragment_samples: int = 256,
+    filesystem: pafs.FileSystem | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams samples from tar shards in the WebDataset layout, indexed at open.
+
+    The files of a shard sharing a basename (up to the first dot of the last
+    path component, as webdataset groups them) are one sample; each served
+    extension is a column. Every shard's tar headers are read at open, so
+    the count is exact, samples shuffle across shards with the epoch's seed
+    and an epoch resumes in the middle of a shard. See
+    ``sources/webdataset/source.py``.
+
+    Args:
+        paths: a ``.tar`` shard, a directory of them, a glob, or a list;
+            local paths or URIs (``s3://``, ``gs://``, ``https://``).
+        keys: the extensions to serve: a list (decoded by extension: ``jpg``,
+            ``jpeg``, ``png`` images; ``npy`` arrays, loaded without pickle;
+            ``json``; ``cls`` int labels; ``txt`` strings; raw bytes for any
+            other) or ``{extension: kind}`` with kind ``"image"``, ``"npy"``,
+            ``"json"``, ``"int"``, ``"str"`` or ``"bytes"``. By default every
+            extension of the first sample. A sample missing one is a bad sample.
+        names: column names for extensions (``{"cls": "label"}``); by default
+            the extension.
+        key_column: the column holding each sample's key (``None``: none).
+        image_size: ``(height, width[, channels])`` to resize images to; by
+            default the stored size, which every image must share.
+        fragment_samples: consecutive samples of a shard per fragment, the
+            unit of parallel reading, shuffling and memory.
+        storage_options: for URIs, as for :func:`read_parquet`.
+        on_error: ``"raise"`` (default) names shard, member and byte offset of
+            the first truncated tar, missing member, refused name or member
+            that does not decode; ``"skip"`` leaves the sample out and reports
+            it in ``dataset.report``, within the error budget.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = _error_policy(read_webdataset, errors).new_report()
+    filesystem, paths = open_storage(paths, storage_options, filesystem)
+    source = WebDatasetSource(
+        paths,
+        keys=keys,
+        names=names,
+        key_column=key_column,
+        image_size=image_size,
+        fragment_samples=fragment_samples,
+        filesystem=filesystem,
+        report=report,
+    )
+    return Dataset(source, report=report)
