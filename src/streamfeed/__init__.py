@@ -65,6 +65,7 @@ _EXPORTS = {
     "read_parquet": ".readers",
     "read_ray": ".readers",
     "read_tfrecord": ".readers",
+    "read_sql": ".readers",
     "write_tfrecord": ".writers.tfrecord",
 }
 
@@ -100,6 +101,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .inspect.quality import QualityReport, quality_report
     from .pipeline import Dataset, EpochIterator
     from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_tfrecord
+    from .readers import read_sql
     from .runtime.metrics import StageMetrics
     from .sampling import class_weights, with_class_weights
     from .stats import ColumnStats, StaleStatsError, Stats, compute_stats

@@ -29,6 +29,7 @@ from .sources.images.source import ImageSource, decode_spec
 from .sources.numpy import NumpySource, numpy_columns
 from .sources.parquet import ParquetSource
 from .sources.ray import RaySource
+from .sources.sql import SqlSource, parse_connection
 from .sources.tfrecord.source import TFRecordSource
 
 if TYPE_CHECKING:
@@ -485,3 +486,54 @@ def _error_policy(reader: Callable[..., Dataset], errors: Mapping[str, Any]) -> 
             )
         )
     return ErrorPolicy(**errors)
+
+
+def read_sql(
+    connection: str | os.PathLike,
+    *,
+    table: str | None = None,
+    query: str | None = None,
+    key: str,
+    columns: Sequence[str] | None = None,
+    fragment_rows: int = 50_000,
+    nulls: NullPolicy = "raise",
+    fill: Any = None,
+    **errors: Unpack[ErrorOptions],
+) -> Dataset:
+    """Streams a SQL table or query: PostgreSQL (through ADBC, as Arrow) or SQLite.
+
+    Args:
+        connection: ``"postgresql://user:password@host:port/db"``,
+            ``"sqlite:///path.db"`` or a path ending ``.db``/``.sqlite``. The
+            password never appears in errors, states, fingerprints or reports.
+        table: a table (``"schema.table"`` allowed); or ``query``: a SELECT
+            whose rows are read (exactly one of the two).
+        key: a unique, non-null column; fragments are ranges of it
+            (``WHERE key > lo AND key <= hi ORDER BY key``, never OFFSET),
+            found with the exact row count when the source opens.
+        columns: the columns served (default: all of them).
+        fragment_rows: rows per fragment (the unit of shuffling, sharding
+            and resume).
+        nulls, fill: the null policy, as for Parquet.
+
+    What an epoch serves is the rows counted at open: a row inserted beyond
+    the last key is not served, a key range whose count changed is refused
+    (``FileChangedError``), and a state saved before the table changed is
+    refused on resume (``StateError``). Types as for Parquet: dates and
+    timestamps as float64 seconds, PostgreSQL ``numeric`` as float64.
+
+    Returns:
+        A :class:`streamfeed.Dataset`.
+    """
+    report = _error_policy(read_sql, errors).new_report()
+    source = SqlSource(
+        parse_connection(connection),
+        table=table,
+        query=query,
+        key=key,
+        columns=columns,
+        fragment_rows=fragment_rows,
+        policy=ColumnPolicy(nulls=nulls, fill=fill),
+        report=report,
+    )
+    return Dataset(source, report=report)
