@@ -75,7 +75,7 @@ class Connection:
                 )
             ) from exc
         try:
-            return pg.connect(self._uri)
+            return pg.connect(self._uri, autocommit=True)  # no transaction left open (it would hold locks)
         except Exception as exc:  # the driver's OperationalError, ProgrammingError...: told as ours
             raise NetworkError(
                 describe(

@@ -39,6 +39,7 @@ from ...core import AlikeRows, Chunk, NullPolicy, SourceInfo, fragmenting_digest
 from ...errors import ArgumentError, BadInputReport, FileChangedError, NetworkError, SchemaError, StorageError, describe
 from ...files.arrow import ColumnPolicy, Where, table_to_chunk
 from .connection import Connection
+from .pool import ConnectionPool
 
 DEFAULT_FRAGMENT_ROWS = 50_000
 _SQLITE_TYPES = {"integer": pa.int64(), "real": pa.float64(), "text": pa.string(), "blob": pa.binary()}
@@ -123,6 +124,7 @@ class SqlSource(AlikeRows):
             self.what = f"query {digest} on {connection.name}"
             self._base = f"({str(query).strip().rstrip(';')})"
             relation = f"query:{digest}"
+        self.pool = ConnectionPool(connection, self.what)
         self._select = "*" if columns is None else ", ".join(f"q.{quote(name)}" for name in columns)
         self._key = f"q.{quote(key)}"
         self._mark = "?" if connection.dialect == "sqlite" else "$"
@@ -177,8 +179,7 @@ class SqlSource(AlikeRows):
             cursor.close()
 
     def _open(self, fragment_rows: int) -> tuple[list[tuple[Any, int]], pa.Schema]:
-        handle = self.connection.connect(self.what)
-        try:
+        with self.pool.borrowed() as (handle, _):
             counts = self._run(
                 handle,
                 f"SELECT count(*), count({self._key}), count(DISTINCT {self._key}), min({self._key}) FROM {self._base} AS q",
@@ -209,8 +210,6 @@ class SqlSource(AlikeRows):
             if boundaries and total % fragment_rows:
                 boundaries[-1] = (keys[-1], total % fragment_rows)
             schema = self._schema(handle)
-        finally:
-            handle.close()
         return boundaries, schema
 
     def _schema(self, handle: Any) -> pa.Schema:
@@ -279,11 +278,15 @@ class SqlSource(AlikeRows):
         """The rows with key in ``(lo, hi]`` in key order, as Arrow with the schema found at open."""
         where = f"{self._key} <= {{1}}" if lo is None else f"{self._key} > {{1}} AND {self._key} <= {{2}}"
         sql = self._params(f"SELECT {self._select} FROM {self._base} AS q WHERE {where} ORDER BY {self._key}")
-        handle = self.connection.connect(self.what)
-        try:
-            table = self._run(handle, sql, (hi,) if lo is None else (lo, hi), location)
-        finally:
-            handle.close()
+        params = (hi,) if lo is None else (lo, hi)
+        for attempt in (0, 1):  # a pooled connection may have been dropped by a restarted server: one fresh try
+            with self.pool.borrowed() as (handle, fresh):
+                try:
+                    table = self._run(handle, sql, params, location)
+                    break
+                except StorageError:
+                    if fresh or attempt:
+                        raise
         for number, item in enumerate(self.schema):
             column = table.column(number)
             if column.type != item.type:
