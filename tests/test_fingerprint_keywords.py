@@ -163,7 +163,7 @@ def _keywords(function: Callable) -> list[str]:
 
 def test_every_read_function_is_enumerated():
     found = {name[len("read_") :] for name in dir(readers) if name.startswith("read_")}
-    assert found == set(OPEN) | {"ray"}  # ray: tests/ray/test_ray_source.py
+    assert found == set(OPEN) | {"ray", "sql"}  # ray: tests/ray/test_ray_source.py; sql: tests/sources/sql/
 
 
 def test_every_exclusion_says_why():

@@ -100,8 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .inspect import InspectReport, inspect
     from .inspect.quality import QualityReport, quality_report
     from .pipeline import Dataset, EpochIterator
-    from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_tfrecord
-    from .readers import read_sql
+    from .readers import read_csv, read_hdf5, read_images, read_numpy, read_parquet, read_ray, read_sql, read_tfrecord
     from .runtime.metrics import StageMetrics
     from .sampling import class_weights, with_class_weights
     from .stats import ColumnStats, StaleStatsError, Stats, compute_stats

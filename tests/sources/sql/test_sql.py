@@ -40,8 +40,10 @@ def test_postgres_types_as_for_parquet(pg: PostgresServer):
         "typed",
         "id int PRIMARY KEY, small smallint, big bigint, f real, d double precision, ok boolean, name text, "
         "day date, at timestamp, price numeric(10, 2)",
-        [(i, i, 2**40 + i, i / 4, i / 8, i % 2 == 0, f"n{i}", "2024-01-02", "2024-01-02 00:00:01", f"{i}.25")
-         for i in range(50)],
+        [
+            (i, i, 2**40 + i, i / 4, i / 8, i % 2 == 0, f"n{i}", "2024-01-02", "2024-01-02 00:00:01", f"{i}.25")
+            for i in range(50)
+        ],
     )
     dataset = sf.read_sql(pg.url, table="typed", key="id", fragment_rows=16)
     with dataset.batch(50).iter_epoch(0) as iterator:

@@ -110,7 +110,11 @@ def parse_connection(connection: str | os.PathLike) -> Connection:
         port = f":{parts.port}" if parts.port else ""
         user = f"{parts.username}@" if parts.username else ""
         name = f"postgresql://{user}{host}{port}{parts.path}"
-        uri = text if "connect_timeout" in query else text + ("&" if parts.query else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+        uri = (
+            text
+            if "connect_timeout" in query
+            else text + ("&" if parts.query else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+        )
         return Connection("postgresql", name, uri, tuple(secrets))
     shown = text.split("://", 1)[0] + "://…" if "://" in text else "a path without a .db/.sqlite suffix"
     raise ArgumentError(

@@ -35,9 +35,9 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...core import AlikeRows, Chunk, NullPolicy, SourceInfo, fragmenting_digest, records_settings
+from ...core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, FileChangedError, NetworkError, SchemaError, StorageError, describe
-from ...files.arrow import ColumnPolicy, Where, table_to_chunk
+from ...files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
 from .connection import Connection
 from .pool import ConnectionPool
 
@@ -102,7 +102,7 @@ class SqlSource(AlikeRows):
         key: str,
         columns: Sequence[str] | None = None,
         fragment_rows: int = DEFAULT_FRAGMENT_ROWS,
-        policy: ColumnPolicy = ColumnPolicy(),
+        policy: ColumnPolicy = DEFAULT_POLICY,
         report: BadInputReport | None = None,
     ) -> None:
         if (table is None) == (query is None):
@@ -133,7 +133,7 @@ class SqlSource(AlikeRows):
         self.fragments: list[SqlFragment] = []
         path = f"{connection.name}/{relation}"
         lo: Any = None
-        for number, (hi, rows) in enumerate(boundaries):
+        for hi, rows in boundaries:
             self.fragments.append(
                 SqlFragment(f"{path}#{key}=({_json_key(lo)!r},{_json_key(hi)!r}]", rows, path, lo, hi, self)
             )
@@ -182,7 +182,8 @@ class SqlSource(AlikeRows):
         with self.pool.borrowed() as (handle, _):
             counts = self._run(
                 handle,
-                f"SELECT count(*), count({self._key}), count(DISTINCT {self._key}), min({self._key}) FROM {self._base} AS q",
+                f"SELECT count(*), count({self._key}), count(DISTINCT {self._key}), min({self._key}) "
+                f"FROM {self._base} AS q",
                 (),
                 f"counting key {self.key_column!r}",
             )
@@ -320,7 +321,9 @@ class SqlSource(AlikeRows):
     @property
     def info(self) -> SourceInfo:
         """Format and schema (``core.SourceInfo``); dates and times by type, as Parquet's."""
-        return SourceInfo("sql", schema=self.schema, fragment_setting="fragment_rows")
+        # SQLite: the file's stamp sees every write; PostgreSQL: count and keys only (an UPDATE in place is not seen)
+        sees = self.connection.dialect == "sqlite"
+        return SourceInfo("sql", schema=self.schema, fragment_setting="fragment_rows", sees_values=sees)
 
     def fingerprint(self) -> dict:
         """Connection (no password), relation, columns, count, first and last key, boundaries, settings."""
@@ -342,7 +345,12 @@ class SqlSource(AlikeRows):
 
 
 def _fixed(kind: pa.DataType) -> bool:
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_temporal(kind)
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_temporal(kind)
+    )
 
 
 def _lost(exc: BaseException) -> bool:
