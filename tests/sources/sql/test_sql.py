@@ -229,3 +229,15 @@ def test_password_never_appears(pg: PostgresServer, tmp_path: Path):
     leaked = [name for name, text in surfaces.items() if PASSWORD in text or quoted in text]
     assert leaked == [], f"the password appears in {leaked}"
     assert "postgresql://streamfeed@127.0.0.1" in surfaces["fingerprint"]
+
+
+def test_connection_strings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    path = _sqlite(tmp_path, 10)
+    monkeypatch.chdir(tmp_path)
+    relative = sf.read_sql("sqlite:///events.db", table="events", key="id")  # SQLAlchemy's spelling
+    absolute = sf.read_sql(f"sqlite:///{path}", table="events", key="id")  # sqlite:////abs/path
+    assert relative.fingerprint() == absolute.fingerprint() == sf.read_sql(path, table="events", key="id").fingerprint()
+    with pytest.raises(sf.NotFoundError, match="missing.db"):
+        sf.read_sql("missing.db", table="events", key="id")
+    with pytest.raises(sf.ArgumentError, match="Unknown kind of SQL connection"):
+        sf.read_sql("events.csv", table="events", key="id")

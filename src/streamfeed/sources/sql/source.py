@@ -178,39 +178,64 @@ class SqlSource(AlikeRows):
         finally:
             cursor.close()
 
-    def _open(self, fragment_rows: int) -> tuple[list[tuple[Any, int]], pa.Schema]:
-        with self.pool.borrowed() as (handle, _):
-            counts = self._run(
-                handle,
-                f"SELECT count(*), count({self._key}), count(DISTINCT {self._key}), min({self._key}) "
-                f"FROM {self._base} AS q",
-                (),
-                f"counting key {self.key_column!r}",
-            )
-            total, non_null, distinct = (int(counts.column(i)[0].as_py()) for i in range(3))
-            self.first_key = counts.column(3)[0].as_py()
-            if not total == non_null == distinct:
-                raise SchemaError(
-                    describe(
-                        "The key column must be unique and never null: its ranges cut the rows into fragments",
-                        where=f"{self.what}, key {self.key_column!r}",
-                        expected=f"{total} distinct non-null keys",
-                        found=f"{non_null} non-null, {distinct} distinct",
-                        fix="pass key= a primary key or another unique, non-null column",
-                    )
+    def _statement(self, handle: Any, sql: str) -> None:
+        """Runs a statement without rows (BEGIN, COMMIT); a failure told as ours."""
+        cursor = handle.cursor()
+        try:
+            cursor.execute(sql)
+        except Exception as exc:  # noqa: BLE001  the driver's errors, retold
+            raise StorageError(
+                describe(
+                    "A SQL statement failed",
+                    where=f"{self.what}, {sql}",
+                    found=self.connection.scrub(f"{type(exc).__name__}: {exc}"),
+                    fix="check that the server is up",
                 )
-            cut = self._run(
-                handle,
-                f"SELECT k FROM (SELECT {self._key} AS k, row_number() OVER (ORDER BY {self._key}) AS rn "
-                f"FROM {self._base} AS q) AS b WHERE rn % {fragment_rows} = 0 OR rn = {total} ORDER BY k",
-                (),
-                "finding the fragments' key boundaries",
+            ) from None
+        finally:
+            cursor.close()
+
+    def _open(self, fragment_rows: int) -> tuple[list[tuple[Any, int]], pa.Schema]:
+        """Count, boundaries and types, in one read-only snapshot (one transaction, REPEATABLE READ on PostgreSQL)."""
+        begin = "BEGIN" if self.connection.dialect == "sqlite" else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        with self.pool.borrowed() as (handle, _):
+            self._statement(handle, begin)
+            found = self._snapshot(handle, fragment_rows)
+            self._statement(handle, "COMMIT")  # the connection goes back to the pool outside any transaction
+        return found
+
+    def _snapshot(self, handle: Any, fragment_rows: int) -> tuple[list[tuple[Any, int]], pa.Schema]:
+        counts = self._run(
+            handle,
+            f"SELECT count(*), count({self._key}), count(DISTINCT {self._key}), min({self._key}) "
+            f"FROM {self._base} AS q",
+            (),
+            f"counting key {self.key_column!r}",
+        )
+        total, non_null, distinct = (int(counts.column(i)[0].as_py()) for i in range(3))
+        self.first_key = counts.column(3)[0].as_py()
+        if not total == non_null == distinct:
+            raise SchemaError(
+                describe(
+                    "The key column must be unique and never null: its ranges cut the rows into fragments",
+                    where=f"{self.what}, key {self.key_column!r}",
+                    expected=f"{total} distinct non-null keys",
+                    found=f"{non_null} non-null, {distinct} distinct",
+                    fix="pass key= a primary key or another unique, non-null column",
+                )
             )
-            keys = cut.column(0).to_pylist()
-            boundaries = [(hi, fragment_rows) for hi in keys]
-            if boundaries and total % fragment_rows:
-                boundaries[-1] = (keys[-1], total % fragment_rows)
-            schema = self._schema(handle)
+        cut = self._run(
+            handle,
+            f"SELECT k FROM (SELECT {self._key} AS k, row_number() OVER (ORDER BY {self._key}) AS rn "
+            f"FROM {self._base} AS q) AS b WHERE rn % {fragment_rows} = 0 OR rn = {total} ORDER BY k",
+            (),
+            "finding the fragments' key boundaries",
+        )
+        keys = cut.column(0).to_pylist()
+        boundaries = [(hi, fragment_rows) for hi in keys]
+        if boundaries and total % fragment_rows:
+            boundaries[-1] = (keys[-1], total % fragment_rows)
+        schema = self._schema(handle)
         return boundaries, schema
 
     def _schema(self, handle: Any) -> pa.Schema:
