@@ -4,6 +4,7 @@ password kept out of every surface."""
 
 from __future__ import annotations
 
+import datetime
 import gc
 import json
 import sqlite3
@@ -241,3 +242,20 @@ def test_connection_strings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         sf.read_sql("missing.db", table="events", key="id")
     with pytest.raises(sf.ArgumentError, match="Unknown kind of SQL connection"):
         sf.read_sql("events.csv", table="events", key="id")
+
+
+@pytest.mark.parametrize(
+    ("ddl", "key_of"),
+    [
+        ("k text PRIMARY KEY", lambda i: f"key-{i:04d}"),
+        ("k timestamp PRIMARY KEY", lambda i: f"2024-03-01 00:00:{i % 60:02d}.{i:06d}"),
+        ("k date PRIMARY KEY", lambda i: (datetime.date(2020, 1, 1) + datetime.timedelta(days=i)).isoformat()),
+    ],
+    ids=["text", "timestamp", "date"],
+)
+def test_postgres_keys_of_other_types(pg: PostgresServer, ddl: str, key_of):
+    """Key boundaries come back as Python values (str, datetime, date) and are bound as the ranges' parameters."""
+    pg.load("keyed", f"{ddl}, id int", [(key_of(i), i) for i in reversed(range(120))])
+    dataset = sf.read_sql(pg.url, table="keyed", key="k", fragment_rows=25)
+    assert [f.num_rows for f in dataset.source.fragments] == [25, 25, 25, 25, 20]
+    assert sorted(_ids(dataset.shuffle(seed=2))) == list(range(120))

@@ -381,4 +381,5 @@ def _fixed(kind: pa.DataType) -> bool:
 def _lost(exc: BaseException) -> bool:
     """Whether a driver error says the server or the connection went away (then a NetworkError)."""
     text = f"{type(exc).__name__} {exc}".lower()
-    return any(word in text for word in ("connection", "server closed", "terminat", "operationalerror", "io"))
+    words = ("connection", "server closed", "terminat", "could not connect", "operationalerror", "timeout")
+    return any(word in text for word in words)
