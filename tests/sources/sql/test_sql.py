@@ -259,3 +259,16 @@ def test_postgres_keys_of_other_types(pg: PostgresServer, ddl: str, key_of):
     dataset = sf.read_sql(pg.url, table="keyed", key="k", fragment_rows=25)
     assert [f.num_rows for f in dataset.source.fragments] == [25, 25, 25, 25, 20]
     assert sorted(_ids(dataset.shuffle(seed=2))) == list(range(120))
+
+
+def test_nulls_follow_the_policy_naming_the_table(pg: PostgresServer):
+    pg.load("holes", "id int PRIMARY KEY, x double precision", [(i, "" if i == 33 else i / 2) for i in range(60)])
+    with pytest.raises(sf.DataError) as caught, sf.read_sql(pg.url, table="holes", key="id").iter_epoch(0) as it:
+        list(it)
+    assert "holes" in str(caught.value) and "'x'" in str(caught.value)
+    dropped = sf.read_sql(pg.url, table="holes", key="id", fragment_rows=20, nulls="drop")
+    assert not dropped.source.exact_counts and len(dropped) == 59
+    assert _ids(dropped) == [i for i in range(60) if i != 33]
+    filled = sf.read_sql(pg.url, table="holes", key="id", nulls="fill", fill=-1.0)
+    with filled.batch(60).iter_epoch(0) as iterator:
+        assert next(iterator)["x"][33] == -1.0
