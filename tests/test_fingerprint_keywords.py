@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+import streamfeed
 from streamfeed import readers
 from streamfeed.cache.key import cache_key
 from streamfeed.core import NOT_ROW_SETTINGS
@@ -180,8 +181,8 @@ def _keywords(function: Callable) -> list[str]:
 
 
 def test_every_read_function_is_enumerated():
-    found = {name[len("read_") :] for name in dir(readers) if name.startswith("read_")}
-    assert found == set(OPEN) | {"ray"}  # ray: tests/ray/test_ray_source.py
+    found = {name[len("read_") :] for name in streamfeed.__all__ if name.startswith("read_")}
+    assert found == set(OPEN) | {"ray", "sql"}  # ray: tests/ray/test_ray_source.py; sql: tests/sources/sql/
 
 
 def test_every_exclusion_says_why():

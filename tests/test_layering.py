@@ -25,7 +25,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("runtime",)),
     (4, ("pipeline",)),
     (5, ("keras", "stats", "inspect", "transforms", "diagnostics")),
-    (6, ("readers", "writers", "convert", "demo", "__init__")),
+    (6, ("readers", "readers_sql", "writers", "convert", "demo", "__init__")),
     (7, ("commands", "cli")),
 ]
 # The one edge that runs up: Dataset.to_keras imports the adapter when it is called (docs/architecture.md).

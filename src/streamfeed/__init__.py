@@ -68,6 +68,7 @@ _EXPORTS = {
     "read_ray": ".readers",
     "read_tfrecord": ".readers",
     "read_webdataset": ".readers",
+    "read_sql": ".readers_sql",
     "write_tfrecord": ".writers.tfrecord",
 }
 
@@ -113,6 +114,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         read_tfrecord,
         read_webdataset,
     )
+    from .readers_sql import read_sql
     from .runtime.metrics import StageMetrics
     from .runtime.padding import Pad
     from .sampling import class_weights, with_class_weights

@@ -93,7 +93,7 @@ def read_parquet(
         come as float64 seconds (since the epoch, UTC; naive timestamps taken
         as UTC), nulls as NaN under ``nulls="fill"``.
     """
-    report = _error_policy(read_parquet, errors).new_report()
+    report = error_policy_of(read_parquet, errors).new_report()
     policy = ColumnPolicy(nulls=nulls, fill=fill, list_lengths=dict(list_lengths or {}))
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = ParquetSource(
@@ -180,7 +180,7 @@ def read_csv(
         A :class:`streamfeed.Dataset`. Columns typed or inferred as dates or
         timestamps come as float64 seconds since the epoch (UTC).
     """
-    report = _error_policy(read_csv, errors).new_report()
+    report = error_policy_of(read_csv, errors).new_report()
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = CsvSource(
         paths,
@@ -245,7 +245,7 @@ def read_hdf5(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = _error_policy(read_hdf5, errors).new_report()
+    report = error_policy_of(read_hdf5, errors).new_report()
 
     source = HDF5Source(
         paths,
@@ -283,7 +283,7 @@ def read_numpy(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = _error_policy(read_numpy, errors).new_report()
+    report = error_policy_of(read_numpy, errors).new_report()
     source = NumpySource(numpy_columns(x, y, arrays), rows_per_fragment=rows_per_fragment, report=report)
     return Dataset(source, report=report)
 
@@ -349,7 +349,7 @@ def read_images(
         A :class:`streamfeed.Dataset` with columns ``image``, ``label``
         (unless ``labels=None``) and ``path``.
     """
-    report = _error_policy(read_images, errors).new_report()
+    report = error_policy_of(read_images, errors).new_report()
     source = ImageSource(
         root,
         spec=decode_spec(size, channels, dtype, resize, decoder, max_image_bytes),
@@ -411,7 +411,7 @@ def read_tfrecord(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = _error_policy(read_tfrecord, errors).new_report()
+    report = error_policy_of(read_tfrecord, errors).new_report()
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = TFRecordSource(
         paths,
@@ -466,7 +466,7 @@ def read_ray(
     return Dataset(RaySource(dataset, name=name, version=version, policy=policy, timeout=timeout))
 
 
-def _error_policy(reader: Callable[..., Dataset], errors: Mapping[str, Any]) -> ErrorPolicy:
+def error_policy_of(reader: Callable[..., Dataset], errors: Mapping[str, Any]) -> ErrorPolicy:
     """The bad-input policy from a reader's ``**errors``; a keyword neither it nor the policy knows is named.
 
     Python sends any unknown keyword into ``**errors``: without this check a
@@ -535,7 +535,7 @@ def read_webdataset(
     Returns:
         A :class:`streamfeed.Dataset`.
     """
-    report = _error_policy(read_webdataset, errors).new_report()
+    report = error_policy_of(read_webdataset, errors).new_report()
     filesystem, paths = open_storage(paths, storage_options, filesystem)
     source = WebDatasetSource(
         paths,
