@@ -169,9 +169,7 @@ class BackgroundIterator(Generic[T]):
         owner thread closing a producer that never waits for it (the epoch's
         producer closing its unit loader).
         """
-        self._finished = True
-        self._stop.set()
-        self._drain()  # unblock a producer waiting on a full queue
+        self.stop()
         self._join(wait)
         self._drain()  # an item put while the producer was stopping
         self._end_for_next_consumer()
