@@ -173,8 +173,7 @@ def _not_rectangular() -> ArgumentError:
         describe(
             "A ragged (variable-length list) column cannot become a rectangular NumPy array",
             expected="a padded batch: batch(size, pad=Pad(...)) pads each list column and adds its lengths",
-            fix="pad the column with Dataset.batch(..., pad=streamfeed.Pad()), or read its .values and .offsets; "
-            "statistics, inspection and quality reports do not take list columns yet: leave it out with columns=[...]",
+            fix="pad the column with Dataset.batch(..., pad=streamfeed.Pad()), or read its .values and .offsets",
         )
     )
 

@@ -75,6 +75,19 @@ def _number(value) -> str:
     return str(value)
 
 
+def _lengths_line(column) -> str:
+    """A list column's row lengths, its elements' distinct count and four buckets that pad least."""
+    lengths = column.lengths
+    percentiles = ", ".join(f"p{round(float(q) * 100)} {value}" for q, value in lengths["quantiles"].items())
+    boundaries = column.bucket_boundaries(4)
+    element = column.element_stats
+    return (
+        f"list {column.name!r}: lengths {lengths['min']}..{lengths['max']}, mean {lengths['mean']:.4g}, {percentiles}; "
+        f"{_number(element.distinct)} distinct elements; padded to the longest row {column.padding_waste():.0%} "
+        f"is padding, in buckets <= {boundaries} {column.padding_waste(boundaries):.0%}"
+    )
+
+
 def summary(stats, source_format: str, output: Path) -> str:
     """A short table: one line per column."""
     lines = [f"{stats.rows:,} rows of {source_format}, {len(stats.columns)} column(s) -> {output}"]
@@ -97,6 +110,7 @@ def summary(stats, source_format: str, output: Path) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += [_lengths_line(column) for column in stats.columns.values() if column.lengths is not None]
     if stats.label_counts is not None:
         top = sorted(stats.label_counts.items(), key=lambda item: -item[1])[:10]
         lines.append(f"label {stats.label!r}: " + ", ".join(f"{value!r}: {count}" for value, count in top))

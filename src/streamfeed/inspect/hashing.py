@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import Chunk
+from ..core_ragged import Ragged
 from ..stats.mixing import GOLDEN, mix64
 
 
@@ -40,11 +41,28 @@ def column_hash(values: np.ndarray) -> np.ndarray:
         return mix64(h + np.uint64(width))
 
 
+def ragged_hash(values: Ragged) -> np.ndarray:
+    """One uint64 per variable-length row: each element's 8-byte word mixed with its position in the row,
+    summed per row (a difference of running sums: no loop over rows) and mixed once more with the length."""
+    flat = values.flat()
+    words = flat + 0.0 if flat.dtype.kind == "f" else flat  # -0.0 -> 0.0
+    words = words.astype(np.float64 if flat.dtype.kind == "f" else np.int64).view(np.uint64)
+    lengths = values.lengths()
+    starts = values.offsets[:-1] - values.offsets[0]
+    positions = np.arange(len(words), dtype=np.uint64) - np.repeat(starts, lengths).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        weights = mix64((positions + np.uint64(1)) * GOLDEN) | np.uint64(1)
+        running = np.concatenate([np.zeros(1, np.uint64), np.cumsum(mix64(words ^ GOLDEN) * weights, dtype=np.uint64)])
+        per_row = running[starts + lengths] - running[starts]
+        return mix64(per_row + lengths.astype(np.uint64) * GOLDEN)
+
+
 def row_hash(chunk: Chunk) -> np.ndarray:
     """One uint64 per row over all columns of a chunk (in name order, so column order does not matter)."""
     h = None
     with np.errstate(over="ignore"):
         for name in sorted(chunk):
-            column = column_hash(np.asarray(chunk[name]))
+            values = chunk[name]
+            column = ragged_hash(values) if isinstance(values, Ragged) else column_hash(np.asarray(values))
             h = column if h is None else mix64(h * GOLDEN + column)
     return h if h is not None else np.zeros(0, dtype=np.uint64)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..core import Chunk, chunk_len, slice_chunk
+from ..core_ragged import Ragged
 from ..errors import require
 from ..files.arrow import datetime64_seconds
 from ..pipeline import Dataset
@@ -41,6 +42,18 @@ from .progress import progress
 HLL_LG_K = 14  # 2**14 registers: relative standard error 1.04 / 2**7 = 0.81 %
 ORDER_SAMPLE = 65_536  # rows kept (evenly thinned) for the row-order correlation
 MAX_LABEL_CLASSES = 10_000
+
+
+def _data(column: Any) -> Any:
+    """A column's values without its mask (a list column as it is: it has no mask)."""
+    return column if isinstance(column, Ragged) else np.ma.getdata(column)
+
+
+def _rows_with(found: np.ndarray, lengths: np.ndarray) -> int:
+    """Rows of a list column (``lengths`` long each, end to end) holding at least one ``found`` element."""
+    running = np.concatenate([[0], np.cumsum(found, dtype=np.int64)])
+    ends = np.cumsum(lengths)
+    return int(np.count_nonzero(running[ends] - running[ends - lengths]))
 
 
 def _equal(values: np.ndarray, first: Any) -> np.ndarray:
@@ -67,8 +80,11 @@ class ColumnCounts:
     constant: bool = True
 
     @classmethod
-    def of(cls, column: np.ndarray) -> "ColumnCounts":
-        """The counts of one fragment's column (masked entries are nulls)."""
+    def of(cls, column: np.ndarray | Ragged) -> "ColumnCounts":
+        """The counts of one fragment's column (masked entries are nulls; a list column counts the rows
+        holding a NaN or an inf, and is constant when every row is the first row)."""
+        if isinstance(column, Ragged):
+            return cls._of_lists(column)
         values = np.ma.getdata(column)
         temporal = values.dtype.kind in "mM"
         counts = cls(str(values.dtype), str(values.dtype) if temporal else None)
@@ -86,6 +102,20 @@ class ColumnCounts:
             counts.infs = int(np.count_nonzero(np.isinf(values)))
         counts.first = values[0]
         counts.constant = bool(np.all(_equal(values, values[0])))
+        return counts
+
+    @classmethod
+    def _of_lists(cls, column: Ragged) -> "ColumnCounts":
+        flat, lengths = column.flat(), column.lengths()
+        counts = cls(f"list<{flat.dtype}>")
+        if not len(column):
+            return counts
+        if flat.dtype.kind in "fc":  # rows holding a NaN (an inf), as a row's share is what the report shows
+            counts.nans, counts.infs = _rows_with(np.isnan(flat), lengths), _rows_with(np.isinf(flat), lengths)
+        first = column.row(0)
+        counts.first = f"{len(first)}:{(first + 0 if first.dtype.kind == 'f' else first).tobytes().hex()}"
+        same_length = bool(np.all(lengths == len(first)))
+        counts.constant = same_length and bool(np.all(_equal(flat.reshape(len(column), len(first)), first)))
         return counts
 
     def merge(self, other: "ColumnCounts") -> None:
@@ -161,7 +191,7 @@ class FragmentSummary:
     @classmethod
     def of(cls, chunk: Chunk, label: str | None) -> "FragmentSummary":
         """Summarises a fragment's chunk (in a read thread)."""
-        values = {name: np.ma.getdata(column) for name, column in chunk.items()}
+        values = {name: _data(column) for name, column in chunk.items()}
         return cls(
             chunk=chunk,
             rows=chunk_len(chunk),
@@ -189,11 +219,11 @@ class QualityTotals:
             else:
                 self.columns[name] = counts
         collections.deque(map(self.sketch.update, part.hashes.view(np.int64).tolist()), maxlen=0)
-        values = {name: np.ma.getdata(column) for name, column in part.chunk.items()}
+        values = {name: _data(column) for name, column in part.chunk.items()}
         plain = {
             name: datetime64_seconds(column) if column.dtype.kind in "mM" else column
             for name, column in values.items()
-            if column.ndim == 1 and column.dtype.kind in "iufbmM"
+            if not isinstance(column, Ragged) and column.ndim == 1 and column.dtype.kind in "iufbmM"
         }
         if plain:
             self.thinned.add(self.rows, plain)

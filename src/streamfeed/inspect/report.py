@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..core_ragged import Ragged
 from ..errors import SchemaError, describe
 from ..files.arrow import ColumnPolicy, Where, column_to_numpy
 
@@ -149,7 +150,7 @@ def index_like(name: str, values: np.ndarray | None, *, first_row: int = 0) -> b
     """A column named like a written-out index, or integers counting 0, 1, 2, ... from the first row."""
     if _INDEX_NAME.match(name):
         return True
-    if values is None or len(values) < 3:
+    if values is None or len(values) < 3 or isinstance(values, Ragged):
         return False
     values = np.asarray(values)
     if values.ndim != 1 or values.dtype.kind not in "iu":
@@ -186,7 +187,12 @@ def sample_column(column: pa.Array | pa.ChunkedArray, name: str, where: str) -> 
     """
     chunked = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
     try:
-        return column_to_numpy(chunked, name, ColumnPolicy(), Where(where))
+        values = column_to_numpy(chunked, name, ColumnPolicy(), Where(where))
+        if isinstance(values, Ragged):  # a list column: its rows, each an array
+            rows = np.empty(len(values), dtype=object)
+            rows[:] = [values.row(index) for index in range(len(values))]
+            return rows
+        return values
     except (SchemaError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return np.array(chunked.to_pylist(), dtype=object)
 

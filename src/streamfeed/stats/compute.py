@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 
 from ..core import Chunk, Source, chunk_len
-from ..errors import ArgumentError, UnknownNameError, describe
+from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
 from ..files.arrow import temporal_columns
 from ..memory import default_read_threads
 from ..pipeline import Dataset
@@ -59,6 +59,7 @@ from .accumulate import (
 )
 from .io import source_record
 from .result import ColumnStats, Stats
+from .sequences import SequenceAccumulator, is_list_column, list_dtype
 from .sketches import NO_THRESHOLD, QUANTILE_SAMPLE, PositionSampler
 from .vocabulary import count_present, is_arrow_text, value_type
 
@@ -70,7 +71,7 @@ Progress = Callable[[int, int], None]  # (fragments done, fragments total)
 class _FragmentSummary:
     def __init__(self) -> None:
         self.rows = 0
-        self.columns: dict[str, ColumnAccumulator] = {}
+        self.columns: dict[str, ColumnAccumulator | SequenceAccumulator] = {}
         self.labels: dict[Any, int] = {}
 
 
@@ -91,21 +92,7 @@ def _summarise(
                 )
             )
         values = chunk[name]
-        kind = column_kind(name, values, options["categorical"])
-        accumulator = ColumnAccumulator(
-            name,
-            kind,
-            dtype_name(values),
-            max_vocabulary=options["max_vocabulary"],
-            quantile_k=options["quantile_k"],
-            quantiles=options["quantiles"],
-            quantile_sample=options["quantile_sample"],
-            distinct=options["distinct"],
-            datetime=options["temporal"].get(name) if _is_float(values) else None,
-            vocabulary_cap=options["vocabulary_cap"],
-            named=name in options["categorical"],
-            identifier=is_identifier(name, values, options["categorical"]),
-        )
+        accumulator = _new_accumulator(name, values, options)
         accumulator.add(values, sampler)
         summary.columns[name] = accumulator
     label = options["label"]
@@ -125,6 +112,29 @@ def _summarise(
     return summary
 
 
+def _new_accumulator(name: str, values: Any, options: dict) -> "ColumnAccumulator | SequenceAccumulator":
+    """The accumulator of one column: a list column's describes its lengths and, as a column, its elements."""
+    if is_list_column(values):
+        tokens = {name} if values.values.dtype.kind in "iub" else set()  # integer elements: ids, a vocabulary
+        element_options = {**options, "temporal": {}, "categorical": options["categorical"] | tokens}
+        element = _new_accumulator(name, values.values, element_options)
+        return SequenceAccumulator(name, list_dtype(values), cast(ColumnAccumulator, element))
+    return ColumnAccumulator(
+        name,
+        column_kind(name, values, options["categorical"]),
+        dtype_name(values),
+        max_vocabulary=options["max_vocabulary"],
+        quantile_k=options["quantile_k"],
+        quantiles=options["quantiles"],
+        quantile_sample=options["quantile_sample"],
+        distinct=options["distinct"],
+        datetime=options["temporal"].get(name) if _is_float(values) else None,
+        vocabulary_cap=options["vocabulary_cap"],
+        named=name in options["categorical"],
+        identifier=is_identifier(name, values, options["categorical"]),
+    )
+
+
 def _is_float(values: Any) -> bool:
     return not is_arrow_text(values) and values.dtype.kind == "f"
 
@@ -134,10 +144,21 @@ def _merge(total: _FragmentSummary, part: _FragmentSummary) -> int:
     total.rows += part.rows
     cache: dict = {}  # one sample partition shared by the columns with the same keys
     for name, accumulator in part.columns.items():
-        if name in total.columns:
-            total.columns[name].merge(accumulator, cache)
-        else:
+        existing = total.columns.get(name)
+        if existing is None:
             total.columns[name] = accumulator
+        elif isinstance(existing, SequenceAccumulator) and isinstance(accumulator, SequenceAccumulator):
+            existing.merge(accumulator, cache)
+        elif isinstance(existing, ColumnAccumulator) and isinstance(accumulator, ColumnAccumulator):
+            existing.merge(accumulator, cache)
+        else:
+            raise SchemaError(
+                describe(
+                    f"Column {name!r} holds lists in some fragments and single values in others",
+                    expected="one type per column in every file",
+                    fix="read the files separately, or map the column to one type",
+                )
+            )
     for value, count in part.labels.items():
         total.labels[value] = total.labels.get(value, 0) + count
     samples = [a.sample for a in total.columns.values() if a.sample is not None]

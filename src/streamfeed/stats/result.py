@@ -21,11 +21,12 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
 from ..files.atomic import write_atomic
 from .io import check_source
+from .lengths import bucket_rows, length_quantile, padding_waste, propose_boundaries
 from .sketches import kll_from_text, point_quantile, points_from_text
 from .vocabulary import ENCODED_IN_JSON, decode, encode
 
@@ -47,6 +48,9 @@ def check_version(data: Mapping[str, Any]) -> None:
         )
 
 
+_LIST_FIELDS = ("lengths", "element")
+
+
 @dataclass
 class ColumnStats:
     """Statistics of one column.
@@ -66,10 +70,19 @@ class ColumnStats:
     ``"datetime64[s]"``, ...): its values, and so ``min``, ``max``, ``mean``
     and the quantiles, are float64 seconds (since 1970-01-01 UTC for dates
     and timestamps), as the pipeline yields them. None for other columns.
+
+    A list column (``kind == "sequence"``, ``dtype`` ``list<...>``): ``count``
+    counts its rows, ``min``/``max`` are its elements' (an ``Embedding``
+    needs ``max + 1`` ids), ``lengths`` holds its rows' length histogram
+    (``[[length, rows], ...]``, exact while ``bin_width`` is 1), their
+    ``min``, ``max``, ``mean``, ``values`` and percentiles, and
+    :attr:`element_stats` describes the elements as a column (integers as
+    a categorical vocabulary, floats as numbers). See
+    :meth:`length_quantile`, :meth:`padding_waste`, :meth:`bucket_boundaries`.
     """
 
     name: str
-    kind: Literal["numeric", "categorical", "image"]
+    kind: Literal["numeric", "categorical", "image", "sequence"]
     dtype: str
     count: int = 0
     nulls: int = 0
@@ -96,6 +109,8 @@ class ColumnStats:
     quantile_method: str | None = None
     quantile_points: str | None = field(default=None, repr=False)
     quantile_sample_size: int | None = None
+    lengths: dict | None = field(default=None, repr=False)
+    element: dict | None = field(default=None, repr=False)
     _sketch: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -157,8 +172,45 @@ class ColumnStats:
             raise ArgumentError(describe("n_bins counts bins", expected=">= 1", found=str(n_bins)))
         return [self.quantile(i / n_bins) for i in range(1, n_bins)]
 
+    # ------------------------------------------------------------ list columns
+    @property
+    def element_stats(self) -> "ColumnStats":
+        """A list column's elements described as a column of their own."""
+        if self.element is None:
+            raise ArgumentError(describe(f"Column {self.name!r} ({self.kind}) is not a list column"))
+        return ColumnStats.from_dict(self.element)
+
+    def _histogram(self) -> dict[int, int]:
+        if self.lengths is None:
+            raise ArgumentError(
+                describe(
+                    f"Column {self.name!r} ({self.kind}) has no row lengths",
+                    expected="a list column with rows (kind 'sequence')",
+                )
+            )
+        return {int(length): int(rows) for length, rows in self.lengths["histogram"]}
+
+    def length_quantile(self, q: float) -> int:
+        """The smallest row length with a share ``q`` of the rows at or below it (exact while ``bin_width`` is 1)."""
+        return length_quantile(self._histogram(), q)
+
+    def bucket_rows(self, boundaries: Sequence[int]) -> list[int]:
+        """Rows of each bucket for inclusive upper ``boundaries`` (one more bucket than boundaries)."""
+        return bucket_rows(self._histogram(), boundaries)
+
+    def padding_waste(self, boundaries: Sequence[int] = ()) -> float:
+        """The share of pad slots when rows are padded to their bucket's boundary (none given: to the longest)."""
+        return padding_waste(self._histogram(), boundaries)
+
+    def bucket_boundaries(self, buckets: int) -> list[int]:
+        """Inclusive upper lengths of ``buckets`` buckets that leave the fewest pad slots (``stats/lengths.py``)."""
+        return propose_boundaries(self._histogram(), buckets)
+
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__ if not name.startswith("_")}
+        for name in _LIST_FIELDS:  # only a list column's record has them: other columns' JSON is as before
+            if data[name] is None:
+                del data[name]
         if self.vocabulary is not None:
             kind = self.value_type or "str"
             data["vocabulary"] = [
