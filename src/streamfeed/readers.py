@@ -384,8 +384,11 @@ def read_tfrecord(
         features: ``{name: (kind, shape)}`` with kind ``"float"`` (float32),
             ``"int64"`` or ``"bytes"`` and a fixed shape: each record's list
             must hold exactly ``prod(shape)`` values, and a column holds
-            ``(rows, *shape)``. By default inferred from the first record
-            (a list of one value becomes a scalar).
+            ``(rows, *shape)``. Shape ``None`` (``("int64", None)``, as
+            ``tf.io.VarLenFeature``) reads a float or int64 list of any
+            length per record as ``streamfeed.Ragged`` rows (pad them with
+            ``batch(..., pad=sf.Pad())``). By default inferred from the
+            first record (a list of one value becomes a scalar).
         compression: ``None`` detects GZIP from a ``.gz`` extension;
             ``"GZIP"`` reads every file as GZIP.
         decode_images: bytes features holding encoded images (JPEG, MPO,

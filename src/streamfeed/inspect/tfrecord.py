@@ -17,7 +17,7 @@ def inspect_tfrecord(path: str, *, full: bool, sample_rows: int, memory_limit: i
     report.rows, report.rows_exact = sum(index.records for index in indexes), True
     report.details["records_per_file"] = {index.path: index.records for index in indexes[:50]}
     report.details["compressed"] = sorted({"GZIP" if index.compressed else "none" for index in indexes})
-    report.details["features"] = {spec.name: {"kind": spec.kind, "shape": list(spec.shape)} for spec in source.specs}
+    report.details["features"] = {spec.name: {"kind": spec.kind, "shape": list(spec.fixed)} for spec in source.specs}
     damaged = source.report.entries
     if damaged:
         report.warn(
@@ -34,7 +34,7 @@ def inspect_tfrecord(path: str, *, full: bool, sample_rows: int, memory_limit: i
             Column(
                 spec.name,
                 spec.kind,
-                shape=list(spec.shape),
+                shape=list(spec.fixed),
                 samples=[] if values is None else sample_values(values, sample_rows),
             )
         )

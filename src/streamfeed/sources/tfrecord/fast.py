@@ -284,7 +284,7 @@ def _extract(
     count = rows.count
     for number, offset in layout.floats:
         spec = specs[number]
-        columns[spec.name][into] = rows.view(offset, "<f4", spec.size).reshape((count, *spec.shape))
+        columns[spec.name][into] = rows.view(offset, "<f4", spec.size).reshape((count, *spec.fixed))
     for varints in layout.ints:
         spec = specs[varints.number]
         payload = rows.view(varints.begin, "u1", len(varints.shifts))
@@ -294,7 +294,7 @@ def _extract(
             parts = (payload & 0x7F).astype(np.uint64)
             parts <<= varints.shifts
             values = np.bitwise_or.reduceat(parts, varints.firsts, axis=1).view(np.int64)
-        columns[spec.name][into] = values.reshape((count, *spec.shape))
+        columns[spec.name][into] = values.reshape((count, *spec.fixed))
     if layout.bytes_values:
         at = rows.starts.tolist()
         for number, places in layout.bytes_values:
@@ -303,7 +303,7 @@ def _extract(
             for column, (offset, length) in enumerate(places):
                 pieces = (raw[a + offset : a + offset + length] for a in at)
                 out[:, column] = np.fromiter(pieces, dtype=object, count=count)  # never via 'S': it strips NULs
-            columns[spec.name][into] = out.reshape((count, *spec.shape))
+            columns[spec.name][into] = out.reshape((count, *spec.fixed))
 
 
 def decode_examples(
@@ -315,6 +315,8 @@ def decode_examples(
     results: columns and ``{record position: why}``.
     """
     n = len(starts)
+    if any(spec.shape is None for spec in specs):  # lists of any length: the general parser gathers them at once
+        return fmt.decode_examples(buf, raw, starts, lengths, specs)
     general = np.ones(n, dtype=bool)
     columns: dict[str, np.ndarray] | None = None
     if n >= MIN_GROUP:
@@ -326,7 +328,7 @@ def decode_examples(
         bounds = np.cumsum(counts)
         for group in groups.tolist():
             if columns is None:
-                columns = {spec.name: np.zeros((n, *spec.shape), dtype=spec.dtype) for spec in specs}
+                columns = {spec.name: np.zeros((n, *spec.fixed), dtype=spec.dtype) for spec in specs}
                 for spec in specs:
                     if spec.kind == "bytes":
                         columns[spec.name][...] = b""

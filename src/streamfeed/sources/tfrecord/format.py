@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Sequence, cast
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from .framing import frame as frame
 from .framing import masked_crc as masked_crc
 from .framing import read_header as read_header
 from .framing import split_records as split_records
+from .varlen import decode_varints as decode_varints
+from .varlen import decode_varlen_column
 
 PAD_BYTES = 16  # zero bytes after a buffer so vectorized varint reads never index past it
 
@@ -51,15 +53,32 @@ _EMPTY = 4  # a Feature with no list set: counts as an empty list of any kind
 # ------------------------------------------------------------- Example decoding
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One column: a fixed-shape list of ``kind`` values per record."""
+    """One column: a fixed-shape list of ``kind`` values per record, or (``shape`` None) a list of any length."""
 
     name: str
     kind: Kind
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None
+
+    @property
+    def text(self) -> str:
+        """``'x': float (4,)`` or ``'tok': int64, any length``: the spec as errors name it."""
+        return (
+            f"{self.name!r}: {self.kind}, any length"
+            if self.shape is None
+            else f"{self.name!r}: {self.kind} {self.shape}"
+        )
+
+    @property
+    def fixed(self) -> tuple[int, ...]:
+        """The shape of a fixed-shape feature (a variable-length list has none: ValueError)."""
+        if self.shape is None:
+            raise ValueError(f"feature {self.name!r} has a variable length")
+        return self.shape
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        """Values per record of a fixed-shape feature."""
+        return int(np.prod(self.fixed, dtype=np.int64)) if self.fixed else 1
 
     @property
     def dtype(self) -> np.dtype:
@@ -72,18 +91,29 @@ def parse_feature_specs(features: dict) -> list[FeatureSpec]:
     for name, value in features.items():
         try:
             kind, shape = value
-            shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+            if shape is not None:
+                shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
         except (TypeError, ValueError) as exc:
             raise ArgumentError(
                 describe(
-                    f"Invalid features[{name!r}]", expected="(kind, shape) such as ('float', (4,))", found=f"{value!r}"
+                    f"Invalid features[{name!r}]",
+                    expected="(kind, shape) such as ('float', (4,)), or ('int64', None) for a list of any length",
+                    found=f"{value!r}",
                 )
             ) from exc
         if kind not in KIND_FIELD:
             raise ArgumentError(
                 describe(f"Invalid features[{name!r}]: kind", expected="'float', 'int64' or 'bytes'", found=f"{kind!r}")
             )
-        if any(n < 0 for n in shape):
+        if shape is None and kind == "bytes":
+            raise ArgumentError(
+                describe(
+                    f"Invalid features[{name!r}]: a bytes list of any length",
+                    expected="a variable-length 'float' or 'int64' list (read as streamfeed.Ragged rows)",
+                    fix="give the bytes feature a fixed shape, or decode it in a map",
+                )
+            )
+        if shape is not None and any(n < 0 for n in shape):
             raise ArgumentError(
                 describe(f"Invalid features[{name!r}]: shape", expected="fixed and non-negative", found=f"{shape}")
             )
@@ -184,19 +214,6 @@ def _packed(buf: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.nda
     return np.where(empty, begin, at), np.where(empty, begin, at + length), ok
 
 
-def decode_varints(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """All varints in ``data`` (uint8): int64 values, where each ends, well-formed?"""
-    ends = data < 0x80
-    if len(data) == 0:
-        return np.zeros(0, dtype=np.int64), ends, True
-    starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
-    position = np.arange(len(data)) - np.repeat(starts, np.diff(np.append(starts, len(data))))
-    if position.max() > 9 or not ends[-1]:
-        return np.zeros(0, dtype=np.int64), ends, False
-    parts = (data & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
-    return np.bitwise_or.reduceat(parts, starts).view(np.int64), ends, True
-
-
 def decode_examples(
     buf: np.ndarray, raw: bytes, starts: np.ndarray, lengths: np.ndarray, specs: Sequence[FeatureSpec]
 ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
@@ -227,9 +244,12 @@ def decode_examples(
                 f"feature {spec.name!r} is a {_LIST_NAMES[FIELD_KIND[int(kind[row])]]}, the spec says {spec.kind!r}",
             )
         usable = ~bad & ~wrong
-        columns[spec.name] = _decode_column(
-            buf, raw, spec, np.where(usable, begin, 0), np.where(usable, end, 0), usable, errors
-        )
+        begin, end = np.where(usable, begin, 0), np.where(usable, end, 0)
+        if spec.shape is None:  # a variable-length list: rows of any length
+            rows = decode_varlen_column(buf, spec.kind, spec.name, *_packed(buf, begin, end), usable, errors)
+            columns[spec.name] = cast(np.ndarray, rows)  # a Ragged stands in for a column (core_ragged.py)
+        else:
+            columns[spec.name] = _decode_column(buf, raw, spec, begin, end, usable, errors)
     return columns, errors
 
 
@@ -325,7 +345,7 @@ def _decode_column(
         extra = ok & (cursor < end)
         for row in np.flatnonzero(extra).tolist():
             errors.setdefault(row, f"feature {name!r} has more than the {size} values its shape {spec.shape} needs")
-        return out.reshape((n, *spec.shape))
+        return out.reshape((n, *spec.fixed))
     payload_begin, payload_end, ok = _packed(buf, begin, end)
     for row in np.flatnonzero(usable & ~ok).tolist():
         errors.setdefault(row, f"feature {name!r} holds a malformed {_LIST_NAMES[spec.kind]}")
@@ -337,12 +357,12 @@ def _decode_column(
         wrong_length(np.flatnonzero(bad), counts[bad])
         ok &= ~bad
         if size == 0:
-            return np.zeros((n, *spec.shape), dtype=np.float32)
+            return np.zeros((n, *spec.fixed), dtype=np.float32)
         offsets = np.where(ok, payload_begin, 0)
         values = buf[np.minimum(offsets[:, None] + np.arange(4 * size), len(buf) - 1)]
         out = np.ascontiguousarray(values).view("<f4").astype(np.float32, copy=False)
         out[~ok] = 0
-        return out.reshape((n, *spec.shape))
+        return out.reshape((n, *spec.fixed))
     # int64: varints, gathered from every record into one array and decoded at once
     nbytes = np.where(ok, nbytes, 0)
     total = int(nbytes.sum())
@@ -377,10 +397,10 @@ def _decode_column(
     if not well_formed:
         for row in np.flatnonzero(ok).tolist():
             errors.setdefault(row, f"feature {name!r} holds a malformed int64_list (a varint longer than 10 bytes)")
-        return out.reshape((n, *spec.shape))
+        return out.reshape((n, *spec.fixed))
     if size:
         out[ok] = values.reshape(-1, size)
-    return out.reshape((n, *spec.shape))
+    return out.reshape((n, *spec.fixed))
 
 
 # ------------------------------------------------------------- the slow parser

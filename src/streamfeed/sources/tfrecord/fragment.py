@@ -190,7 +190,7 @@ class TFRecordFragment:
                     found=errors[row],
                     expected=None
                     if row in bad_crc
-                    else "features " + ", ".join(f"{s.name!r}: {s.kind} {s.shape}" for s in self._decoder.specs),
+                    else "features " + ", ".join(spec.text for spec in self._decoder.specs),
                     fix=_SKIP_FIX
                     if row in bad_crc
                     else "fix features={...}, or pass on_error='skip' to leave such records out and report them",

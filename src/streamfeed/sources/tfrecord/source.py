@@ -185,7 +185,7 @@ class TFRecordSource(AlikeRows):
                                 if values is None
                                 else f"Feature {spec.name!r} is {kind}, not {spec.kind}",
                                 where=f"{path}, record 0",
-                                expected=f"{spec.name!r}: {spec.kind} {spec.shape}",
+                                expected=spec.text,
                                 found=f"features {available}",
                                 fix="check features={...} against the data",
                             )
@@ -255,6 +255,8 @@ class TFRecordSource(AlikeRows):
                     if target and len(target) == 3
                     else (target[0] * target[1] * 3 if target else record * 10)
                 )
+            elif spec.shape is None:  # a list of any length: at most one value per byte of the record, plus its offset
+                total += spec.dtype.itemsize * record + 8
             elif spec.kind == "bytes":
                 total += record + 40 * spec.size
             else:
@@ -277,7 +279,9 @@ class TFRecordSource(AlikeRows):
                 "files": len(self.indexes),
                 "digest": file_digest(file_stats([index.path for index in self.indexes], self.filesystem)),
                 "columns": self.column_names,
-                "features": {spec.name: [spec.kind, list(spec.shape)] for spec in self.specs},
+                "features": {
+                    spec.name: [spec.kind, None if spec.shape is None else list(spec.shape)] for spec in self.specs
+                },
                 "fragments": len(self.fragments),
                 "settings": self.settings,  # every constructor argument (core.records_settings)
                 "fragmenting": fragmenting_digest(self.fragments),
