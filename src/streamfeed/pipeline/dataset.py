@@ -47,6 +47,7 @@ from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
+from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
 from .iterator import EpochIterator
@@ -146,8 +147,15 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid window", expected=">= 1 fragment", found=f"{window}"))
         return self._with(seed=int(seed), window=window)
 
-    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep", pad: Pad | None = None) -> "Dataset":
-        """Groups rows into batches of exactly ``batch_size`` rows.
+    def batch(
+        self,
+        batch_size: int | None = None,
+        *,
+        last_batch: LastBatch = "keep",
+        pad: Pad | None = None,
+        bucket: Bucket | None = None,
+    ) -> "Dataset":
+        """Groups rows into batches of exactly ``batch_size`` rows, or by length into ``bucket``'s batches.
 
         ``last_batch``: ``"keep"`` a short last batch (default), ``"drop"`` it,
         or ``"pad"`` it to full size by repeating rows, with a mask column
@@ -156,6 +164,13 @@ class Dataset(Settings):
         column of a batch into a rectangular array, with its lengths or mask
         (``runtime/padding.py``); it is the first per-batch op, and its
         settings are in the saved state's fingerprint.
+        ``bucket``: a :class:`~streamfeed.Bucket` (then no ``batch_size``):
+        each row goes to the bucket of its list column's length, each bucket
+        serves batches of its own size padded to its boundary, so a model
+        sees ``len(boundaries)`` shapes; the last-batch policy applies to
+        each bucket's rest at the epoch's end (``runtime/bucketing.py``). The
+        steps of an epoch come from one counting pass over the data, made
+        once; ``pad`` then pads the batch's other list columns.
         """
         if self.batch_size is not None:
             raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
@@ -163,11 +178,21 @@ class Dataset(Settings):
             raise ArgumentError(
                 describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}")
             )
-        if batch_size < 1:
-            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         if pad is not None and not isinstance(pad, Pad):
             raise ArgumentError(describe("Invalid pad", expected="a streamfeed.Pad or None", found=repr(pad)[:80]))
         padding = () if pad is None else (pad.op(),)
+        if bucket is not None:
+            _check_bucket(self, batch_size, pad, bucket)
+            return self._with(
+                batch_size=max(bucket.batch_sizes),
+                last_batch=last_batch,
+                bucket=bucket,
+                batch_ops=self.batch_ops + (bucket.op(),) + padding,
+            )
+        if batch_size is None:
+            raise ArgumentError(describe("batch() needs a batch_size", fix="batch(32), or batch(bucket=Bucket(...))"))
+        if batch_size < 1:
+            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         return self._with(batch_size=int(batch_size), last_batch=last_batch, batch_ops=self.batch_ops + padding)
 
     def prefetch(self, depth: int) -> "Dataset":
@@ -210,6 +235,8 @@ class Dataset(Settings):
         if remainder not in ("drop", "pad"):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
         _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
+        if self.bucket is not None and not count == lanes == 1:
+            raise ArgumentError(_BUCKETS_NOT_SHARDED)
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
             return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
         return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
@@ -395,6 +422,8 @@ class Dataset(Settings):
         from ..sampling import make_sampler
 
         _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
+        if self.bucket is not None:
+            raise ArgumentError(_BUCKETS_NOT_BALANCED)
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
@@ -528,5 +557,47 @@ def _refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
                 "balance() cannot be combined with shard()",
                 expected="a dataset that is balanced or sharded, not both",
                 fix="balance without sharding, or shard a dataset without balance()",
+            )
+        )
+
+
+_BUCKETS_NOT_SHARDED = describe(
+    "batch(bucket=...) cannot be combined with shard()",
+    expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
+    found="shard() and batch(bucket=...)",
+    fix="bucket without sharding: the workers' buckets would fill at different steps, so their step counts "
+    "would differ",
+)
+_BUCKETS_NOT_BALANCED = describe(
+    "batch(bucket=...) cannot be combined with balance()",
+    expected="a bucketed or a balanced dataset, not both",
+    fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
+)
+
+
+def _check_bucket(dataset: Dataset, batch_size: int | None, pad: Pad | None, bucket: Bucket) -> None:
+    """Refuses what bucketing cannot serve: a batch size beside it, shards, balance, a pad of its column."""
+    if not isinstance(bucket, Bucket):
+        raise ArgumentError(describe("Invalid bucket", expected="a streamfeed.Bucket or None", found=repr(bucket)[:80]))
+    if batch_size is not None:
+        raise ArgumentError(
+            describe(
+                "batch() takes a batch_size or a bucket, not both",
+                expected="batch(bucket=Bucket(..., batch_sizes=...)): each bucket has its own batch size",
+                found=f"batch_size={batch_size!r}",
+                fix="leave batch_size out",
+            )
+        )
+    if dataset.lanes is not None:
+        raise ArgumentError(_BUCKETS_NOT_SHARDED)
+    if dataset.sampler is not None:
+        raise ArgumentError(_BUCKETS_NOT_BALANCED)
+    if pad is not None and pad.columns is not None and bucket.column in pad.columns:
+        raise ArgumentError(
+            describe(
+                f"Pad(columns=...) names the bucket column {bucket.column!r}",
+                expected="Pad for the other list columns: the bucket pads its own column to its boundary",
+                found=f"Pad(columns={pad.columns})",
+                fix=f"leave {bucket.column!r} out of Pad(columns=...)",
             )
         )
