@@ -116,8 +116,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         read_webdataset,
     )
     from .readers_sql import read_sql
-    from .runtime.metrics import StageMetrics
     from .runtime.bucketing import Bucket
+    from .runtime.metrics import StageMetrics
     from .runtime.padding import Pad
     from .sampling import class_weights, with_class_weights
     from .stats import ColumnStats, StaleStatsError, Stats, compute_stats

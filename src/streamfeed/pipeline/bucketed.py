@@ -20,30 +20,94 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Mapping, Protocol, TypeVar
 
 import numpy as np
 
-from ..core import Chunk
+from ..core import Chunk, chunk_len
 from ..errors import ArgumentError, describe
 from ..runtime.batch import num_batches
 from ..runtime.bucketing import Bucket, BucketPosition
 from ..runtime.epoch import produce_epoch
+from ..runtime.padding import Pad
 from ..runtime.shuffle import UnitBuffers
 from ..runtime.spec import EpochSpec
 from ..state import make_bucket_state, parse_bucket_state
+from .settings import Settings
 
 if TYPE_CHECKING:
+    from ..plan import EpochPlan
     from ..runtime.metrics import StageMetrics
-    from .resolve import Resolution
 
 logger = logging.getLogger("streamfeed")
+T = TypeVar("T")
+
+
+BUCKETS_NOT_SHARDED = describe(
+    "batch(bucket=...) cannot be combined with shard()",
+    expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
+    found="shard() and batch(bucket=...)",
+    fix="bucket without sharding: the workers' buckets would fill at different steps, so their step counts "
+    "would differ",
+)
+BUCKETS_NOT_BALANCED = describe(
+    "batch(bucket=...) cannot be combined with balance()",
+    expected="a bucketed or a balanced dataset, not both",
+    fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
+)
+
+
+def check_bucket(dataset: Settings, batch_size: int | None, pad: Pad | None, bucket: Bucket) -> None:
+    """Refuses what bucketing cannot serve: a batch size beside it, shards, balance, a pad of its column."""
+    if not isinstance(bucket, Bucket):
+        raise ArgumentError(describe("Invalid bucket", expected="a streamfeed.Bucket or None", found=repr(bucket)[:80]))
+    if batch_size is not None:
+        raise ArgumentError(
+            describe(
+                "batch() takes a batch_size or a bucket, not both",
+                expected="batch(bucket=Bucket(..., batch_sizes=...)): each bucket has its own batch size",
+                found=f"batch_size={batch_size!r}",
+                fix="leave batch_size out",
+            )
+        )
+    if dataset.lanes is not None:
+        raise ArgumentError(BUCKETS_NOT_SHARDED)
+    if dataset.sampler is not None:
+        raise ArgumentError(BUCKETS_NOT_BALANCED)
+    if pad is not None and pad.columns is not None and bucket.column in pad.columns:
+        raise ArgumentError(
+            describe(
+                f"Pad(columns=...) names the bucket column {bucket.column!r}",
+                expected="Pad for the other list columns: the bucket pads its own column to its boundary",
+                found=f"Pad(columns={pad.columns})",
+                fix=f"leave {bucket.column!r} out of Pad(columns=...)",
+            )
+        )
+
+
+class Resolved(Protocol):
+    """What this module reads of a ``resolve.Resolution`` (which imports this module)."""
+
+    dataset: Settings
+    bucket_counts: tuple[int, ...] | None
+
+    def readable(self) -> tuple[bool, ...]: ...
+
+    def fragment_pass(
+        self, summarise: Callable[[int, Chunk], T], indices: list[int] | None = None, *, name: str = "pass"
+    ) -> Generator[T | None, None, None]: ...
+
+    def counted_rows(self, rows: tuple[int, ...]) -> None: ...
+
+    def fingerprint(self) -> dict: ...
+
+    def epoch_plan(self, epoch: int) -> EpochPlan: ...
 
 
 class BucketPositions:
     """A bucketed epoch: positions are :class:`BucketPosition`\\ s; steps come from the buckets' counted rows."""
 
-    def __init__(self, resolution: Resolution) -> None:
+    def __init__(self, resolution: Resolved) -> None:
         self.resolution = resolution
         bucket = resolution.dataset.bucket
         if bucket is None:  # made by Resolution for bucketed datasets only
@@ -74,14 +138,17 @@ class BucketPositions:
         indices = [index for index, ok in enumerate(readable) if ok]
         logger.info("bucketing: counting the rows of each bucket, one pass over %d fragments", len(fragments))
 
-        def summarise(index: int, chunk: Chunk) -> np.ndarray:
+        def summarise(index: int, chunk: Chunk) -> tuple[int, np.ndarray]:
             fragment = fragments[index]
-            return bucket.counts(chunk, f"{fragment.path}, {fragment.location}")
+            return chunk_len(chunk), bucket.counts(chunk, f"{fragment.path}, {fragment.location}")
 
         total = np.zeros(len(bucket.boundaries), dtype=np.int64)
-        for counts in resolution.fragment_pass(summarise, indices, name="bucket-count"):
-            if counts is not None:  # None: skipped as bad input, as the epoch will skip it
-                total += counts
+        rows = dict.fromkeys(range(len(fragments)), 0)
+        for index, counted in zip(indices, resolution.fragment_pass(summarise, indices, name="bucket-count")):
+            if counted is not None:  # None: skipped as bad input, as the epoch will skip it
+                rows[index] = counted[0]
+                total += counted[1]
+        resolution.counted_rows(tuple(rows[index] for index in range(len(fragments))))  # a filter's count too
         return tuple(int(n) for n in total)
 
     def batches(self, epoch: int) -> tuple[int, ...]:
@@ -93,7 +160,9 @@ class BucketPositions:
         """Where an epoch starts: at its beginning, or where a saved state says (checked)."""
         if state is None:
             if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise ArgumentError(describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch)))
+                raise ArgumentError(
+                    describe("An epoch number is a count", expected="an integer >= 0", found=repr(epoch))
+                )
             return epoch, BucketPosition()
         epoch, row, waiting, served = parse_bucket_state(
             state,

@@ -50,6 +50,7 @@ from ..runtime.batch import PAD_MASK, LastBatch
 from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
+from .bucketed import BUCKETS_NOT_BALANCED, BUCKETS_NOT_SHARDED, check_bucket
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
 from .resolve import LanePositions, Resolution
@@ -182,7 +183,7 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid pad", expected="a streamfeed.Pad or None", found=repr(pad)[:80]))
         padding = () if pad is None else (pad.op(),)
         if bucket is not None:
-            _check_bucket(self, batch_size, pad, bucket)
+            check_bucket(self, batch_size, pad, bucket)
             return self._with(
                 batch_size=max(bucket.batch_sizes),
                 last_batch=last_batch,
@@ -236,7 +237,7 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
         _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
         if self.bucket is not None and not count == lanes == 1:
-            raise ArgumentError(_BUCKETS_NOT_SHARDED)
+            raise ArgumentError(BUCKETS_NOT_SHARDED)
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
             return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
         return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
@@ -423,7 +424,7 @@ class Dataset(Settings):
 
         _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
-            raise ArgumentError(_BUCKETS_NOT_BALANCED)
+            raise ArgumentError(BUCKETS_NOT_BALANCED)
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
@@ -557,47 +558,5 @@ def _refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
                 "balance() cannot be combined with shard()",
                 expected="a dataset that is balanced or sharded, not both",
                 fix="balance without sharding, or shard a dataset without balance()",
-            )
-        )
-
-
-_BUCKETS_NOT_SHARDED = describe(
-    "batch(bucket=...) cannot be combined with shard()",
-    expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
-    found="shard() and batch(bucket=...)",
-    fix="bucket without sharding: the workers' buckets would fill at different steps, so their step counts "
-    "would differ",
-)
-_BUCKETS_NOT_BALANCED = describe(
-    "batch(bucket=...) cannot be combined with balance()",
-    expected="a bucketed or a balanced dataset, not both",
-    fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
-)
-
-
-def _check_bucket(dataset: Dataset, batch_size: int | None, pad: Pad | None, bucket: Bucket) -> None:
-    """Refuses what bucketing cannot serve: a batch size beside it, shards, balance, a pad of its column."""
-    if not isinstance(bucket, Bucket):
-        raise ArgumentError(describe("Invalid bucket", expected="a streamfeed.Bucket or None", found=repr(bucket)[:80]))
-    if batch_size is not None:
-        raise ArgumentError(
-            describe(
-                "batch() takes a batch_size or a bucket, not both",
-                expected="batch(bucket=Bucket(..., batch_sizes=...)): each bucket has its own batch size",
-                found=f"batch_size={batch_size!r}",
-                fix="leave batch_size out",
-            )
-        )
-    if dataset.lanes is not None:
-        raise ArgumentError(_BUCKETS_NOT_SHARDED)
-    if dataset.sampler is not None:
-        raise ArgumentError(_BUCKETS_NOT_BALANCED)
-    if pad is not None and pad.columns is not None and bucket.column in pad.columns:
-        raise ArgumentError(
-            describe(
-                f"Pad(columns=...) names the bucket column {bucket.column!r}",
-                expected="Pad for the other list columns: the bucket pads its own column to its boundary",
-                found=f"Pad(columns={pad.columns})",
-                fix=f"leave {bucket.column!r} out of Pad(columns=...)",
             )
         )

@@ -122,7 +122,9 @@ class EpochIterator:
         self.resolution = resolution
         settings = resolution.dataset
         self.epoch = epoch
-        self.position: Position | int | BucketPosition = start  # sharded: the global batches done; bucketed: a BucketPosition
+        self.position: Position | int | BucketPosition = (
+            start  # sharded: the global batches done; bucketed: a BucketPosition
+        )
         spec = resolution.epoch_spec(epoch)
         # The unit buffer pair, shared with the epoch started by successor(); set once every fragment is read.
         self._buffers = buffers = buffers if buffers is not None else UnitBuffers()

@@ -53,8 +53,8 @@ from ..runtime.shuffle import UnitBuffers
 from ..runtime.spec import EpochSpec
 from ..state import make_lane_state, make_state, parse_lane_state, parse_state
 from . import passes
-from .ops import identity_of, keeping_pad_mask
 from .bucketed import BucketPositions
+from .ops import identity_of, keeping_pad_mask
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -101,9 +101,7 @@ class Resolution:
         if same_rows is None:
             same_rows = derived.source is self.dataset.source and derived.row_ops == self.dataset.row_ops
         same_buckets = same_rows and derived.bucket == self.dataset.bucket
-        return Resolution(
-            derived, self._counted if same_rows else None, self.bucket_counts if same_buckets else None
-        )
+        return Resolution(derived, self._counted if same_rows else None, self.bucket_counts if same_buckets else None)
 
     def _once(self, key: Any, make: Callable[[], Any]) -> Any:
         with self._lock:
@@ -180,6 +178,8 @@ class Resolution:
         readable = self.readable()
         if dataset.source.exact_counts and not dataset.filtered:
             return [fragment.num_rows if ok else 0 for fragment, ok in zip(dataset.source.fragments, readable)]
+        if self._counted is None and isinstance(self.positions, BucketPositions):
+            self.positions.counts()  # its one pass counts each fragment's rows too
         if self._counted is None:
             fragments = dataset.source.fragments
             logger.info("counting rows after filters: one pass over %d fragments", len(fragments))
@@ -191,6 +191,11 @@ class Resolution:
                 counts[index] = rows or 0
             self._counted = tuple(counts[index] for index in range(len(fragments)))
         return list(self._counted)
+
+    def counted_rows(self, rows: tuple[int, ...]) -> None:
+        """Keeps the rows of each fragment that another pass counted (``bucketed.py``'s) unless counted already."""
+        if self._counted is None:
+            self._counted = rows
 
     def fragment_pass(
         self,

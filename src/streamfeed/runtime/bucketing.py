@@ -43,8 +43,7 @@ from ..core_ragged import Ragged
 from ..errors import ArgumentError, DataError, describe
 from ..plan import EpochPlan
 from .batch import PAD_MASK, LastBatch, num_batches, pad_batch
-from .padding import Mark, Pad, Truncate, pad_rows
-from .spec import Op
+from .padding import Mark, Op, Pad, Truncate, pad_rows
 
 
 @dataclass(frozen=True)
@@ -252,7 +251,7 @@ class BucketBatcher:
         return sum(self._served)
 
     def add(self, chunk: Chunk, unit: int, offset: int, unit_rows: int) -> Iterator[tuple[Chunk, BucketPosition]]:
-        """Routes rows ``offset..`` of read unit ``unit`` (``chunk`` starts there), yielding the batches they complete."""
+        """Routes rows ``offset..`` of read unit ``unit`` (``chunk`` starts there); yields the batches completed."""
         rows = chunk_len(chunk)
         base = self.plan.rows_before(unit) + offset
         where = f"rows {base}..{base + rows - 1} of the epoch's order (read unit {unit}, offset {offset})"
@@ -268,7 +267,11 @@ class BucketBatcher:
         events = sorted(
             (int(picked[at]), index)
             for index, picked in enumerate(chosen)
-            for at in range(self.bucket.batch_sizes[index] - self._held[index].count - 1, len(picked), self.bucket.batch_sizes[index])
+            for at in range(
+                self.bucket.batch_sizes[index] - self._held[index].count - 1,
+                len(picked),
+                self.bucket.batch_sizes[index],
+            )
         )
         taken = [0] * len(self._held)
         for completing, index in events:

@@ -54,7 +54,7 @@ def produce_epoch(
     ``reads_done`` is set once every fragment of the epoch has been read
     and the read pool is shut down: the point from which the next epoch
     can start reading without exceeding the memory layout. Bucketed
-    (``spec.bucket``), the positions are :class:`BucketPosition`\ s and
+    (``spec.bucket``), the positions are :class:`BucketPosition` values and
     ``resume`` is the one to resume from (``start`` is its restart row).
     """
     plan = spec.plan
@@ -107,10 +107,12 @@ def produce_epoch(
                 after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
                 yield apply_batch_ops(spec, piece, next(numbers)), after
                 continue
-            for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
+            added: Iterable[tuple[Chunk, Position | BucketPosition]] = batcher.add(piece, unit_index, piece_start, rows)
+            for batch, position in _measured(added, metrics, "batch"):
                 yield apply_batch_ops(spec, batch, next(numbers)), position
         if batcher is not None:
-            for batch, position in _measured(batcher.finish(), metrics, "batch"):
+            rest: Iterable[tuple[Chunk, Position | BucketPosition]] = batcher.finish()
+            for batch, position in _measured(rest, metrics, "batch"):
                 yield apply_batch_ops(spec, batch, next(numbers)), position
         if not units:
             finish_reading()
