@@ -43,18 +43,28 @@ logger = logging.getLogger("streamfeed")
 T = TypeVar("T")
 
 
-BUCKETS_NOT_SHARDED = describe(
-    "batch(bucket=...) cannot be combined with shard()",
-    expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
-    found="shard() and batch(bucket=...)",
-    fix="bucket without sharding: the workers' buckets would fill at different steps, so their step counts "
-    "would differ",
-)
-BUCKETS_NOT_BALANCED = describe(
-    "batch(bucket=...) cannot be combined with balance()",
-    expected="a bucketed or a balanced dataset, not both",
-    fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
-)
+def buckets_not_sharded() -> ArgumentError:
+    """The refusal of ``shard()`` with ``batch(bucket=...)`` (either order)."""
+    return ArgumentError(
+        describe(
+            "batch(bucket=...) cannot be combined with shard()",
+            expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
+            found="shard() and batch(bucket=...)",
+            fix="bucket without sharding: the workers' buckets would fill at different steps, so their step "
+            "counts would differ",
+        )
+    )
+
+
+def buckets_not_balanced() -> ArgumentError:
+    """The refusal of ``balance()`` with ``batch(bucket=...)`` (either order)."""
+    return ArgumentError(
+        describe(
+            "batch(bucket=...) cannot be combined with balance()",
+            expected="a bucketed or a balanced dataset, not both",
+            fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
+        )
+    )
 
 
 def check_bucket(dataset: Settings, batch_size: int | None, pad: Pad | None, bucket: Bucket) -> None:
@@ -71,9 +81,9 @@ def check_bucket(dataset: Settings, batch_size: int | None, pad: Pad | None, buc
             )
         )
     if dataset.lanes is not None:
-        raise ArgumentError(BUCKETS_NOT_SHARDED)
+        raise buckets_not_sharded()
     if dataset.sampler is not None:
-        raise ArgumentError(BUCKETS_NOT_BALANCED)
+        raise buckets_not_balanced()
     if pad is not None and pad.columns is not None and bucket.column in pad.columns:
         raise ArgumentError(
             describe(

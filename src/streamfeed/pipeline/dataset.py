@@ -50,7 +50,7 @@ from ..runtime.batch import PAD_MASK, LastBatch
 from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
-from .bucketed import BUCKETS_NOT_BALANCED, BUCKETS_NOT_SHARDED, check_bucket
+from .bucketed import buckets_not_balanced, buckets_not_sharded, check_bucket
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
 from .resolve import LanePositions, Resolution
@@ -237,7 +237,7 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
         _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
         if self.bucket is not None and not count == lanes == 1:
-            raise ArgumentError(BUCKETS_NOT_SHARDED)
+            raise buckets_not_sharded()
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
             return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
         return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
@@ -424,7 +424,7 @@ class Dataset(Settings):
 
         _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
-            raise ArgumentError(BUCKETS_NOT_BALANCED)
+            raise buckets_not_balanced()
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
