@@ -242,8 +242,9 @@ class BucketBatcher:
 
     @property
     def room(self) -> int:
-        """Rows per piece the shuffled path gathers (any size serves the same batches)."""
-        return max(self.bucket.batch_sizes)
+        """Rows per piece the shuffled path gathers: any size serves the same batches; the rows the buckets
+        hold at most (what the layout sizes), as smaller pieces cost more per row in routing (benchmarks/)."""
+        return sum(self.bucket.batch_sizes)
 
     @property
     def first(self) -> int:
@@ -324,4 +325,4 @@ class BucketBatcher:
         return batch
 
     def _position(self, waiting: np.ndarray) -> BucketPosition:
-        return BucketPosition(self._row, tuple(int(n) for n in waiting), tuple(self._served))
+        return BucketPosition(self._row, tuple(waiting.tolist()), tuple(self._served))
