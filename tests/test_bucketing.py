@@ -278,3 +278,21 @@ def test_states_are_checked_against_the_buckets(tokens):
     ):
         with pytest.raises(sf.StateError, match=field):
             ds.iter_epoch(0, state={**state, field: value}).close()
+
+
+def test_a_fragment_skipped_as_bad_is_left_out_of_the_counts_and_the_epoch(tmp_path):
+    rng = np.random.default_rng(0)
+    for number in range(3):
+        rows = [rng.integers(1, 100, int(n)).tolist() for n in rng.integers(1, 30, 200)]
+        table = pa.table({"id": np.arange(200) + 1000 * number, "tok": pa.array(rows, pa.list_(pa.int32()))})
+        pq.write_table(table, tmp_path / f"p{number}.parquet", compression="snappy")
+    bad = tmp_path / "p1.parquet"
+    data = bytearray(bad.read_bytes())
+    data[60:600] = bytes(540)  # its pages, not its footer: it opens, and its row group fails to decode
+    bad.write_bytes(bytes(data))
+    ds = sf.read_parquet(tmp_path, on_error="skip").batch(bucket=sf.Bucket("tok", (10, 30), (8, 4)))
+    steps = len(ds)
+    out = epoch(ds)
+    ids = np.concatenate([b["id"] for b in out])
+    assert steps == len(out) and sorted(ids.tolist()) == list(range(200)) + list(range(2000, 2200))
+    assert [entry["path"] for entry in ds.report.to_dict()["entries"]] == [str(bad)]

@@ -269,6 +269,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     @property
     def partial_batch_size(self) -> int | None:
         size = self.dataset.batch_size
+        if self.dataset.bucket is not None:  # each bucket has its own short last batch: no one partial size
+            return None
         rows = self.dataset.num_rows(self._epoch) % size if size and self.dataset.last_batch == "keep" else 0
         return rows or None
 
