@@ -47,6 +47,7 @@ _EXPORTS = {
     "EpochIterator": ".pipeline",
     "StageMetrics": ".runtime.metrics",
     "Pad": ".runtime.padding",
+    "Bucket": ".runtime.bucketing",
     "Ragged": ".core_ragged",
     "BenchReport": ".diagnostics",
     "bench": ".diagnostics",
@@ -115,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         read_webdataset,
     )
     from .readers_sql import read_sql
+    from .runtime.bucketing import Bucket
     from .runtime.metrics import StageMetrics
     from .runtime.padding import Pad
     from .sampling import class_weights, with_class_weights

@@ -16,11 +16,17 @@ that the first ``k`` global batches of epoch ``e`` were served. Its
 fingerprint names the lanes, the global batch and the remainder policy but
 not the worker index or count, so any worker of a job with another worker
 count (dividing the lanes, with the same global batch) can restore it.
+
+A dataset batched by length (``batch(bucket=...)``) saves
+``{"version": 1, "epoch": e, "row": r, "waiting": [...], "served": [...],
+"fingerprint": {...}}``: ``r`` rows of the epoch's order routed, the
+numbers of those still waiting in a bucket, and each bucket's batches
+served (``runtime/bucketing.py`` says how it resumes).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, NoReturn
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .core import Position
 from .errors import StateError, describe
@@ -127,6 +133,65 @@ def parse_lane_state(
     if batches > steps:
         _refuse("batches", f"a number of global batches in 0..{steps} of epoch {epoch}", str(batches))
     return epoch, batches
+
+
+def make_bucket_state(
+    epoch: int, row: int, waiting: Sequence[int], served: Sequence[int], fingerprint: Mapping[str, Any]
+) -> dict:
+    """The JSON-able state of a bucketed epoch (the module doc)."""
+    return {
+        "version": STATE_VERSION,
+        "epoch": int(epoch),
+        "row": int(row),
+        "waiting": [int(n) for n in waiting],
+        "served": [int(n) for n in served],
+        "fingerprint": dict(fingerprint),
+    }
+
+
+def parse_bucket_state(
+    state: Any,
+    fingerprint: Mapping[str, Any],
+    rows_of: Callable[[int], int],
+    batches_of: Callable[[int], Sequence[int]],
+    most_waiting: int,
+) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """Checks a bucketed ``state``; returns ``(epoch, row, waiting, served)``.
+
+    ``rows_of(epoch)`` bounds ``row``; the waiting rows are increasing,
+    before ``row`` and at most ``most_waiting``; ``batches_of(epoch)`` (each
+    bucket's batches in the epoch) bounds ``served``, bucket by bucket.
+    """
+    if not isinstance(state, Mapping):
+        _refuse("state", "a dict", type(state).__name__)
+    if state.get("version") != STATE_VERSION:
+        _refuse("version", str(STATE_VERSION), repr(state.get("version")))
+    theirs = state.get("fingerprint")
+    if not isinstance(theirs, Mapping):
+        _refuse("fingerprint", "a dict", type(theirs).__name__)
+    if theirs != fingerprint:
+        _differ(theirs, fingerprint)
+    epoch, row = _count(state, "epoch"), _count(state, "row")
+    rows = rows_of(epoch)
+    if row > rows:
+        _refuse("row", f"a row in 0..{rows} of epoch {epoch}", str(row))
+    waiting, served = state.get("waiting"), state.get("served")
+    if (
+        not isinstance(waiting, list)
+        or len(waiting) > most_waiting
+        or any(isinstance(n, bool) or not isinstance(n, int) for n in waiting)
+        or any(not 0 <= n < row for n in waiting)
+        or any(a >= b for a, b in zip(waiting, waiting[1:]))
+    ):
+        _refuse("waiting", f"at most {most_waiting} increasing row numbers below row={row}", repr(waiting)[:80])
+    batches = list(batches_of(epoch))
+    if (
+        not isinstance(served, list)
+        or len(served) != len(batches)
+        or any(isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= most for n, most in zip(served, batches))
+    ):
+        _refuse("served", f"{len(batches)} counts of batches, each at most {batches}", repr(served)[:80])
+    return epoch, row, tuple(waiting), tuple(served)
 
 
 def _differ(theirs: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> NoReturn:

@@ -242,7 +242,11 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     # ------------------------------------------- Keras data adapter (see feeds)
     def get_tf_dataset(self) -> Any:
         class_weight = class_weight_for_caller()
-        return feeds.tf_dataset(self._peek(class_weight), lambda: self._epoch_batches(class_weight), self._feed_from)
+        # Bucketed, a batch's sequence length is its bucket's: only the first batch's rank is fixed.
+        varying = self.dataset.bucket is not None
+        return feeds.tf_dataset(
+            self._peek(class_weight), lambda: self._epoch_batches(class_weight), self._feed_from, varying=varying
+        )
 
     def get_jax_iterator(self) -> Iterator[tuple]:
         return self._epoch_batches(class_weight_for_caller())
@@ -265,6 +269,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     @property
     def partial_batch_size(self) -> int | None:
         size = self.dataset.batch_size
+        if self.dataset.bucket is not None:  # each bucket has its own short last batch: no one partial size
+            return None
         rows = self.dataset.num_rows(self._epoch) % size if size and self.dataset.last_batch == "keep" else 0
         return rows or None
 

@@ -73,15 +73,15 @@ def _stack(batches: list[Batch]) -> Batch:
     return _map(lambda *arrays: np.stack(arrays), *batches)
 
 
-def _rows(batch: Batch) -> int:
-    return len(_leaves(batch)[0])
+def _shapes(batch: Batch) -> list[tuple[int, ...]]:
+    return [np.shape(leaf) for leaf in _leaves(batch)]
 
 
 def blocks(batches: Iterator[Batch], size: int) -> Iterator[Batch]:
-    """Stacks runs of ``size`` batches; a batch of another row count (the last) goes alone."""
+    """Stacks runs of ``size`` batches; a batch of another shape (the last, another bucket's) starts a new block."""
     pending: list[Batch] = []
     for batch in batches:
-        if pending and _rows(batch) != _rows(pending[0]):
+        if pending and _shapes(batch) != _shapes(pending[0]):
             yield _stack(pending)
             pending = []
         pending.append(batch)
@@ -139,12 +139,15 @@ def tf_dataset(
     first: Batch,
     batches: Callable[[], Iterator[Batch]],
     track: Callable[[Callable[[], BlockFeed]], BlockFeed],
+    *,
+    varying: bool = False,
 ) -> Any:
     """A ``tf.data.Dataset`` of the batches ``batches()`` serves, crossing in blocks (or one by one when a
     batch fills a block).
 
     ``first`` (a batch of the data, not consumed) gives the structure and
-    dtypes; every batch dimension is left unknown, so a short last batch fits.
+    dtypes; every batch dimension is left unknown, so a short last batch fits,
+    and with ``varying`` (batches bucketed by length) every other one too.
     Each iteration starts a :class:`BlockFeed` through ``track(start)``, so
     that the caller can stop the previous feed before the new one serves a
     batch, and keep the new one to stop it.
@@ -159,7 +162,8 @@ def tf_dataset(
     def spec(array: np.ndarray) -> Any:
         array = np.asarray(array)
         dtype = tf.string if array.dtype.kind in "OSU" else tf.as_dtype(array.dtype)
-        return tf.TensorSpec((None, None, *array.shape[1:]) if blocked else (None, *array.shape[1:]), dtype)
+        inner = (None,) * (array.ndim - 1) if varying else array.shape[1:]
+        return tf.TensorSpec((None, None, *inner) if blocked else (None, *inner), dtype)
 
     def start() -> BlockFeed:
         return BlockFeed(batches(), size)

@@ -47,8 +47,10 @@ from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
+from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
+from .bucketed import buckets_not_balanced, buckets_not_sharded, check_bucket
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
 from .resolve import LanePositions, Resolution
@@ -146,8 +148,15 @@ class Dataset(Settings):
             raise ArgumentError(describe("Invalid window", expected=">= 1 fragment", found=f"{window}"))
         return self._with(seed=int(seed), window=window)
 
-    def batch(self, batch_size: int, *, last_batch: LastBatch = "keep", pad: Pad | None = None) -> "Dataset":
-        """Groups rows into batches of exactly ``batch_size`` rows.
+    def batch(
+        self,
+        batch_size: int | None = None,
+        *,
+        last_batch: LastBatch = "keep",
+        pad: Pad | None = None,
+        bucket: Bucket | None = None,
+    ) -> "Dataset":
+        """Groups rows into batches of exactly ``batch_size`` rows, or by length into ``bucket``'s batches.
 
         ``last_batch``: ``"keep"`` a short last batch (default), ``"drop"`` it,
         or ``"pad"`` it to full size by repeating rows, with a mask column
@@ -156,6 +165,13 @@ class Dataset(Settings):
         column of a batch into a rectangular array, with its lengths or mask
         (``runtime/padding.py``); it is the first per-batch op, and its
         settings are in the saved state's fingerprint.
+        ``bucket``: a :class:`~streamfeed.Bucket` (then no ``batch_size``):
+        each row goes to the bucket of its list column's length, each bucket
+        serves batches of its own size padded to its boundary, so a model
+        sees ``len(boundaries)`` shapes; the last-batch policy applies to
+        each bucket's rest at the epoch's end (``runtime/bucketing.py``). The
+        steps of an epoch come from one counting pass over the data, made
+        once; ``pad`` then pads the batch's other list columns.
         """
         if self.batch_size is not None:
             raise ArgumentError(describe("batch() was already called", fix="call batch() once"))
@@ -163,11 +179,21 @@ class Dataset(Settings):
             raise ArgumentError(
                 describe("Invalid last_batch", expected="'keep', 'drop' or 'pad'", found=f"{last_batch!r}")
             )
-        if batch_size < 1:
-            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         if pad is not None and not isinstance(pad, Pad):
             raise ArgumentError(describe("Invalid pad", expected="a streamfeed.Pad or None", found=repr(pad)[:80]))
         padding = () if pad is None else (pad.op(),)
+        if bucket is not None:
+            check_bucket(self, batch_size, pad, bucket)
+            return self._with(
+                batch_size=max(bucket.batch_sizes),
+                last_batch=last_batch,
+                bucket=bucket,
+                batch_ops=self.batch_ops + (bucket.op(),) + padding,
+            )
+        if batch_size is None:
+            raise ArgumentError(describe("batch() needs a batch_size", fix="batch(32), or batch(bucket=Bucket(...))"))
+        if batch_size < 1:
+            raise ArgumentError(describe("Invalid batch_size", expected=">= 1", found=f"{batch_size}"))
         return self._with(batch_size=int(batch_size), last_batch=last_batch, batch_ops=self.batch_ops + padding)
 
     def prefetch(self, depth: int) -> "Dataset":
@@ -210,6 +236,8 @@ class Dataset(Settings):
         if remainder not in ("drop", "pad"):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
         _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
+        if self.bucket is not None and not count == lanes == 1:
+            raise buckets_not_sharded()
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
             return self._with(shard_index=0, shard_count=1, lanes=None, remainder="drop")
         return self._with(shard_index=int(index), shard_count=int(count), lanes=int(lanes), remainder=remainder)
@@ -395,6 +423,8 @@ class Dataset(Settings):
         from ..sampling import make_sampler
 
         _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
+        if self.bucket is not None:
+            raise buckets_not_balanced()
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(

@@ -20,6 +20,7 @@ from ..memory import Layout
 from ..runtime.autotune import Settings as TunedSettings
 from ..runtime.autotune import TuningReport
 from ..runtime.background import BackgroundIterator
+from ..runtime.bucketing import BucketPosition
 from ..runtime.shuffle import UnitBuffers
 from .resolve import Resolution
 
@@ -85,7 +86,7 @@ class StateMark(NamedTuple):
 
     resolution: Resolution
     epoch: int
-    position: Position | int
+    position: Position | int | BucketPosition
 
     def state(self) -> dict:
         """The state after the batch (as :meth:`EpochIterator.get_state` gave it then)."""
@@ -111,7 +112,7 @@ class EpochIterator:
         self,
         resolution: Resolution,
         epoch: int,
-        start: Position | int,
+        start: Position | int | BucketPosition,
         *,
         metrics: "bool | StageMetrics" = False,
         buffers: UnitBuffers | None = None,
@@ -121,7 +122,9 @@ class EpochIterator:
         self.resolution = resolution
         settings = resolution.dataset
         self.epoch = epoch
-        self.position: Position | int = start  # sharded: the global batches done
+        self.position: Position | int | BucketPosition = (
+            start  # sharded: the global batches done; bucketed: a BucketPosition
+        )
         spec = resolution.epoch_spec(epoch)
         # The unit buffer pair, shared with the epoch started by successor(); set once every fragment is read.
         self._buffers = buffers = buffers if buffers is not None else UnitBuffers()
@@ -138,7 +141,7 @@ class EpochIterator:
                 tuner.on_change(_metrics_follow(timing, spec.layout, limit))
         # Neither the producer thread nor the finalizer may refer to self: a
         # dropped iterator must be collected for its threads to be stopped.
-        self._background: BackgroundIterator[tuple[Chunk, Position | int]] = BackgroundIterator(
+        self._background: BackgroundIterator[tuple[Chunk, Position | int | BucketPosition]] = BackgroundIterator(
             resolution.positions.producer(spec, start, timing, buffers, reads_done),  # type: ignore[arg-type]
             depth=spec.layout.prefetch if tuner is None else tuner.settings.prefetch,
             name="streamfeed-epoch",
@@ -149,7 +152,7 @@ class EpochIterator:
         self._finalizer = weakref.finalize(self, self._background.finalize)
         # An epoch run from its start that serves nothing while input was skipped is an error (see __next__).
         self._served, self._closed = 0, False
-        self._from_start = start == 0 if isinstance(start, int) else (start.unit, start.offset) == (0, 0)
+        self._from_start = start in (0, Position()) or (isinstance(start, BucketPosition) and start.row == 0)
 
     def __iter__(self) -> Iterator[Chunk]:
         return self

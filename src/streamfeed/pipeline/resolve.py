@@ -53,6 +53,7 @@ from ..runtime.shuffle import UnitBuffers
 from ..runtime.spec import EpochSpec
 from ..state import make_lane_state, make_state, parse_lane_state, parse_state
 from . import passes
+from .bucketed import BucketPositions
 from .ops import identity_of, keeping_pad_mask
 from .settings import Settings
 
@@ -73,16 +74,24 @@ machine's limit.
 class Resolution:
     """One dataset's derived figures (see the module's description); made by ``Dataset.resolution``."""
 
-    def __init__(self, dataset: Settings, counted: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Settings,
+        counted: tuple[int, ...] | None = None,
+        bucket_counts: tuple[int, ...] | None = None,
+    ) -> None:
         self.dataset = dataset
         self.memory_limit = resolve_memory_limit(dataset.memory_limit)
         self.decode_bytes = decode_bytes_limit(self.memory_limit)
         self._counted = counted
         self._lock = threading.Lock()  # Keras asks for steps and states from its threads
         self._memo: dict[Any, Any] = {}
-        self.positions: UnitPositions | LanePositions = (
-            UnitPositions(self) if dataset.lanes is None else LanePositions(self)
-        )
+        self.bucket_counts = bucket_counts  # rows of each bucket (batch(bucket=...)), counted once: bucketed.py
+        self.positions: UnitPositions | LanePositions | BucketPositions
+        if dataset.bucket is not None:
+            self.positions = BucketPositions(self)
+        else:
+            self.positions = UnitPositions(self) if dataset.lanes is None else LanePositions(self)
 
     def for_derived(self, derived: Settings, same_rows: bool | None = None) -> Resolution:
         """The resolution of ``derived``: its own, with the rows counted here when its fragments yield the same.
@@ -91,7 +100,8 @@ class Resolution:
         """
         if same_rows is None:
             same_rows = derived.source is self.dataset.source and derived.row_ops == self.dataset.row_ops
-        return Resolution(derived, self._counted if same_rows else None)
+        same_buckets = same_rows and derived.bucket == self.dataset.bucket
+        return Resolution(derived, self._counted if same_rows else None, self.bucket_counts if same_buckets else None)
 
     def _once(self, key: Any, make: Callable[[], Any]) -> Any:
         with self._lock:
@@ -168,6 +178,8 @@ class Resolution:
         readable = self.readable()
         if dataset.source.exact_counts and not dataset.filtered:
             return [fragment.num_rows if ok else 0 for fragment, ok in zip(dataset.source.fragments, readable)]
+        if self._counted is None and isinstance(self.positions, BucketPositions):
+            self.positions.counts()  # its one pass counts each fragment's rows too
         if self._counted is None:
             fragments = dataset.source.fragments
             logger.info("counting rows after filters: one pass over %d fragments", len(fragments))
@@ -179,6 +191,11 @@ class Resolution:
                 counts[index] = rows or 0
             self._counted = tuple(counts[index] for index in range(len(fragments)))
         return list(self._counted)
+
+    def counted_rows(self, rows: tuple[int, ...]) -> None:
+        """Keeps the rows of each fragment that another pass counted (``bucketed.py``'s) unless counted already."""
+        if self._counted is None:
+            self._counted = rows
 
     def fragment_pass(
         self,
@@ -342,6 +359,7 @@ class Resolution:
                 sampler=dataset.sampler,
                 report=dataset.report,
                 matrix=dataset.matrix if dataset.pack is not None else None,
+                bucket=dataset.bucket,
             )
         )
 

@@ -18,6 +18,7 @@ from ..runtime.spec import Op
 from .iterator import EpochIterator
 
 if TYPE_CHECKING:
+    from ..runtime.bucketing import Bucket
     from ..runtime.metrics import StageMetrics
 
 
@@ -35,6 +36,9 @@ class ServedDataset(Protocol):
 
     @property
     def last_batch(self) -> LastBatch: ...
+
+    @property
+    def bucket(self) -> Bucket | None: ...
 
     def served_columns(self) -> list[str]: ...
 

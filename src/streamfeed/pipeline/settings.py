@@ -20,6 +20,7 @@ from ..plan import Remainder
 from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.batch import LastBatch
+from ..runtime.bucketing import Bucket
 from ..runtime.spec import Op
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class Settings:
     window: int | None = None
     batch_size: int | None = None
     last_batch: LastBatch = "keep"
+    bucket: Bucket | None = None  # batch(bucket=...): batches by length, of the buckets' sizes
     prefetch_depth: int | None = None
     read_threads: int | None = None
     memory_limit: int | None = None

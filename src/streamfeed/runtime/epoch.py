@@ -16,6 +16,7 @@ from ..core import Chunk, Position, chunk_len, slice_chunk
 from ..memory import decoding_within
 from .background import BackgroundIterator
 from .batch import Batcher
+from .bucketing import BucketBatcher, BucketPosition
 from .reader import OrderedReader, apply_ops
 from .shuffle import UnitBuffers, permuted_pieces
 from .spec import EpochSpec
@@ -38,7 +39,8 @@ def produce_epoch(
     *,
     buffers: UnitBuffers | None = None,
     reads_done: threading.Event | None = None,
-) -> Generator[tuple[Chunk, Position], None, None]:
+    resume: BucketPosition | None = None,
+) -> Generator[tuple[Chunk, Position | BucketPosition], None, None]:
     """Yields ``(batch, position after it)`` for the spec's epoch from ``start`` to ``until``.
 
     ``start`` must lie inside the plan (the dataset checks restored states).
@@ -51,7 +53,9 @@ def produce_epoch(
     ``buffers`` (a pair of its own if None; see ``runtime/units.py``).
     ``reads_done`` is set once every fragment of the epoch has been read
     and the read pool is shut down: the point from which the next epoch
-    can start reading without exceeding the memory layout.
+    can start reading without exceeding the memory layout. Bucketed
+    (``spec.bucket``), the positions are :class:`BucketPosition` values and
+    ``resume`` is the one to resume from (``start`` is its restart row).
     """
     plan = spec.plan
     if metrics is not None:
@@ -78,9 +82,14 @@ def produce_epoch(
         if reads_done is not None:
             reads_done.set()
 
-    batcher = Batcher(spec.batch_size, spec.last_batch) if spec.batch_size else None
+    batcher: Batcher | BucketBatcher | None = None
     # Each batch's number in the epoch, for errors (a resumed state starts on a batch boundary).
     first = (plan.rows_before(start.unit) + start.offset) // spec.batch_size if spec.batch_size else 0
+    if spec.bucket is not None:
+        batcher = BucketBatcher(spec.bucket, plan, spec.last_batch, resume or BucketPosition())
+        first = batcher.first
+    elif spec.batch_size:
+        batcher = Batcher(spec.batch_size, spec.last_batch)
     numbers = itertools.count(first)
     units = range(start.unit, last)
     pieces: Generator[tuple[Chunk, int, int, int], None, None] | None = None
@@ -98,10 +107,12 @@ def produce_epoch(
                 after = Position(unit_index + 1, 0) if end >= rows else Position(unit_index, end)
                 yield apply_batch_ops(spec, piece, next(numbers)), after
                 continue
-            for batch, position in _measured(batcher.add(piece, unit_index, piece_start, rows), metrics, "batch"):
+            added: Iterable[tuple[Chunk, Position | BucketPosition]] = batcher.add(piece, unit_index, piece_start, rows)
+            for batch, position in _measured(added, metrics, "batch"):
                 yield apply_batch_ops(spec, batch, next(numbers)), position
         if batcher is not None:
-            for batch, position in _measured(batcher.finish(), metrics, "batch"):
+            rest: Iterable[tuple[Chunk, Position | BucketPosition]] = batcher.finish()
+            for batch, position in _measured(rest, metrics, "batch"):
                 yield apply_batch_ops(spec, batch, next(numbers)), position
         if not units:
             finish_reading()
@@ -155,7 +166,7 @@ def _shuffled_pieces(
     bound: Position,
     buffers: UnitBuffers | None,
     finish_reading: Callable[[], None],
-    batcher: Batcher | None,
+    batcher: Batcher | BucketBatcher | None,
     metrics: "StageMetrics | None",
 ) -> Generator[tuple[Chunk, int, int, int], None, None]:
     """Each unit's rows gathered in its emission order, the next unit loading meanwhile.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Generator, Iterator, cast
 
 import numpy as np
 
-from ..core import Chunk, Position, chunk_len, concat_chunks, slice_chunk
+from ..core import Chunk, chunk_len, concat_chunks, slice_chunk
 from ..errors import DataError, describe
 from ..plan import Lanes
 from .batch import PAD_MASK, num_batches, pad_batch
@@ -114,7 +114,7 @@ def _lane(
         yield from _last_slice(held, size, spec)
 
 
-def _only(batches: Generator[tuple[Chunk, Position], None, None]) -> Chunk | None:
+def _only(batches: Generator[tuple[Chunk, object], None, None]) -> Chunk | None:
     """The first batch of a one-row stream (closing it), or None if it was stopped."""
     try:
         for batch, _ in batches:

@@ -24,17 +24,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
 from ..core import Chunk
 from ..core_ragged import Ragged
 from ..errors import ArgumentError, DataError, describe
-from .spec import Op
 
 Truncate = Literal["error", "end", "start"]
 Mark = Literal["length", "mask", "none"]
+Op = Callable[[Chunk], Chunk]  # spec.Op, not imported: spec names bucketing, which pads with this module
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from .batch import LastBatch
 if TYPE_CHECKING:
     from ..sampling import BalancedSampler
     from .autotune import Autotuner
+    from .bucketing import Bucket
     from .metrics import StageMetrics
 
 Op = Callable[[Chunk], Chunk]
@@ -53,6 +54,8 @@ class EpochSpec:
     # The packing's feature columns, written side by side into the model's matrix after the last op
     # (runtime/assembly.py): in the read threads, the unit buffer, or after the per-batch ops.
     matrix: MatrixColumns | None = None
+    # Bucketed by length (runtime/bucketing.py): the buckets' sizes replace ``batch_size`` (their largest).
+    bucket: Bucket | None = None
 
     def reader_ops(self) -> tuple[Op, ...]:
         """The ops the read threads run per fragment: the row ops, and the matrix when nothing after them
