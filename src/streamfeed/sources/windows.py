@@ -339,4 +339,8 @@ class WindowSource:
         return dataclasses.replace(self.inner.info, schema=None)
 
     def fingerprint(self) -> Mapping[str, Any]:
-        return {"windows_of": self.inner.fingerprint(), "windows": row_settings(dataclasses.asdict(self.spec))}
+        return {
+            "format": self.inner.info.format,
+            "windows_of": self.inner.fingerprint(),
+            "windows": row_settings(dataclasses.asdict(self.spec)),
+        }
