@@ -79,7 +79,9 @@ SETTINGS = [  # length, stride, sampling_rate, shift (None: the default, the sam
 @pytest.mark.parametrize(("length", "stride", "rate", "shift"), SETTINGS)
 def test_windows_equal_keras_timeseries_dataset_from_array(data, length, stride, rate, shift):
     columns = _columns()
-    ds = data.windows(length, stride=stride, sampling_rate=rate, shift=shift, targets={"y": "price"}, columns=["t", "price"])
+    ds = data.windows(
+        length, stride=stride, sampling_rate=rate, shift=shift, targets={"y": "price"}, columns=["t", "price"]
+    )
     offset = length * rate if shift is None else shift
     want_t, want_y = _keras(columns["t"], columns["price"][offset:], length, stride, rate)
     want_price, _ = _keras(columns["price"], columns["price"][offset:], length, stride, rate)
@@ -249,3 +251,13 @@ def test_bad_window_settings_are_refused_by_name(data, build, error, words):
     with pytest.raises(error) as raised:
         build(data)
     assert words in str(raised.value)
+
+
+def test_a_list_column_is_refused_naming_it(tmp_path):
+    table = pa.table({"t": np.arange(50), "tags": pa.array([[1] * (i % 3) for i in range(50)])})
+    pq.write_table(table, tmp_path / "lists.parquet", row_group_size=20)
+    ds = sf.read_parquet(tmp_path / "lists.parquet").windows(4)
+    with pytest.raises(sf.ArgumentError, match="list column 'tags'") as raised:
+        _served(ds)
+    assert "lists.parquet" in str(raised.value)
+    assert _served(sf.read_parquet(tmp_path / "lists.parquet").windows(4, columns=["t"]))["t"].shape == (47, 4)

@@ -206,8 +206,8 @@ class WindowFragment:
 
     def _cut(self, rows: Chunk, base: np.ndarray) -> Chunk:
         spec = self.source.spec
-        for name, column in rows.items():
-            if not isinstance(column, np.ndarray):
+        for name, values in rows.items():
+            if not isinstance(values, np.ndarray):
                 raise ArgumentError(
                     describe(
                         f"windows() over the list column {name!r}",
@@ -231,8 +231,8 @@ class WindowFragment:
                 )
         steps = np.arange(spec.length, dtype=np.int64) * spec.sampling_rate
         out: Chunk = {name: rows[name][base[:, None] + steps] for name in spec.columns}
-        for name, column in spec.targets:
-            out[name] = rows[column][base + (spec.shift or 0)]
+        for name, target in spec.targets:
+            out[name] = rows[target][base + (spec.shift or 0)]
         if spec.by is not None:
             out[spec.by] = rows[spec.by][base]
         return out
