@@ -241,6 +241,7 @@ def test_windows_of_no_series_long_enough_are_none(tmp_path):
         (lambda ds: ds.windows(0), sf.ArgumentError, "length"),
         (lambda ds: ds.windows(3, stride=0), sf.ArgumentError, "stride"),
         (lambda ds: ds.windows(3, shift=2), sf.ArgumentError, "shift= with targets="),
+        (lambda ds: ds.windows(3, targets=["price"]), sf.ArgumentError, "targets=...) is not a mapping"),
         (lambda ds: ds.windows(3, targets={"y": "prices"}), sf.UnknownNameError, "'prices'"),
         (lambda ds: ds.windows(3, by="tick"), sf.UnknownNameError, "'tick'"),
         (lambda ds: ds.windows(3, targets={"price": "price"}), sf.ArgumentError, "two columns under one name"),

@@ -93,7 +93,15 @@ def window_spec(
             raise ArgumentError(
                 describe(f"windows({name}=...) is not valid", expected=f"an integer >= {least}", found=repr(value))
             )
-    target_map = dict(targets or {})
+    if targets is not None and not isinstance(targets, Mapping):
+        raise ArgumentError(
+            describe(
+                "windows(targets=...) is not a mapping",
+                expected="{served name: column}, e.g. targets={'y': 'price'}",
+                found=repr(targets)[:80],
+            )
+        )
+    target_map = {str(name): str(column) for name, column in (targets or {}).items()}
     if shift is not None and not target_map:
         raise ArgumentError(
             describe(
