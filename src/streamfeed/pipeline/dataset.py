@@ -290,6 +290,51 @@ class Dataset(Settings):
         """
         return dataclasses.replace(self, source=source)
 
+    def windows(
+        self,
+        length: int,
+        *,
+        stride: int = 1,
+        sampling_rate: int = 1,
+        shift: int | None = None,
+        targets: Mapping[str, str] | None = None,
+        by: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> "Dataset":
+        """Serves windows of ``length`` rows instead of rows: Keras' ``timeseries_dataset_from_array``, streamed.
+
+        A window starts at a series' first row and every ``stride``-th row
+        after it and takes every ``sampling_rate``-th row; it never crosses a
+        change of ``by`` (one series per key). ``columns`` (default: all but
+        ``by``) are served as ``(windows, length, ...)``; ``targets``
+        ``{name: column}`` as ``column`` at ``shift`` rows after the start
+        (default the sample after the window); ``by`` as each window's key.
+        Windows are this dataset's rows: shuffled, counted, sharded and resumed
+        as rows are. Call it before ``map``/``filter``/``batch``/``balance``.
+        See :mod:`streamfeed.sources.windows` for the definition and costs.
+        """
+        if self.row_ops or self.batch_ops or self.batch_size is not None or self.sampler is not None:
+            raise ArgumentError(
+                describe(
+                    "windows() after map(), filter(), batch() or balance()",
+                    expected="windows() right after reading: it windows the source's rows",
+                    fix="call .windows(...) first, then map/filter/batch the windows",
+                )
+            )
+        from ..sources.windows import WindowSource, window_spec
+
+        spec = window_spec(
+            self.source.column_names,
+            length,
+            stride=stride,
+            sampling_rate=sampling_rate,
+            shift=shift,
+            targets=targets,
+            by=by,
+            columns=columns,
+        )
+        return self.with_source(WindowSource(self.source, spec))
+
     def with_packing(self, pack: Op, matrix: MatrixColumns | None = None) -> "Dataset":
         """Sets the function that turns the user's columns into the model's arrays.
 
