@@ -168,3 +168,22 @@ def test_the_stats_command_prints_a_list_columns_lengths_and_buckets(list_data, 
     assert f"lengths {min(lengths)}..{max(lengths)}" in line
     assert f"p50 {_smallest_at_share(lengths, 0.5)}" in line
     assert "499 distinct elements" in line and "in buckets <= [" in line
+
+
+def test_proposed_boundaries_feed_a_bucket_whose_padding_is_what_the_statistics_predicted(list_data):
+    """Boundaries from ``stats`` go into ``sf.Bucket`` as they are (the last is the longest row, so no row is
+    too long), and the pad slots of the epoch's batches are exactly the share ``padding_waste`` gives."""
+    folder, truth = list_data
+    dataset = sf.read_parquet(folder, columns=["tok", "y"])
+    tok = sf.compute_stats(dataset)["tok"]
+    boundaries = tok.bucket_boundaries(3)
+    assert len(boundaries) == 3 and boundaries[-1] == max(len(row) for row in truth["tok"])
+    bucket = sf.Bucket("tok", boundaries=tuple(boundaries), batch_sizes=(64, 32, 16))
+    slots = values = rows = 0
+    for batch in dataset.shuffle(seed=2).batch(bucket=bucket).iter_epoch():
+        slots += batch["tok"].size
+        values += int(batch["tok_length"].sum())
+        rows += len(batch["y"])
+    assert rows == len(truth["tok"]) and values == sum(len(row) for row in truth["tok"])
+    assert 1 - values / slots == pytest.approx(tok.padding_waste(boundaries))
+    assert tok.padding_waste(boundaries) < 0.7 * tok.padding_waste()  # three shapes instead of one: less padding

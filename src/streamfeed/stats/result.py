@@ -203,8 +203,10 @@ class ColumnStats:
         return padding_waste(self._histogram(), boundaries)
 
     def bucket_boundaries(self, buckets: int) -> list[int]:
-        """Inclusive upper lengths of ``buckets`` buckets that leave the fewest pad slots (``stats/lengths.py``)."""
-        return propose_boundaries(self._histogram(), buckets)
+        """Inclusive upper lengths of ``buckets`` buckets that leave the fewest pad slots (``stats/lengths.py``),
+        the last the longest row: ``sf.Bucket(column, boundaries=..., batch_sizes=...)`` takes them as they are."""
+        histogram = self._histogram()
+        return [*propose_boundaries(histogram, buckets), max(histogram)] if histogram else []
 
     def to_dict(self) -> dict:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__ if not name.startswith("_")}
