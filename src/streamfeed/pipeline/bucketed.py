@@ -33,6 +33,7 @@ from ..runtime.padding import Pad
 from ..runtime.shuffle import UnitBuffers
 from ..runtime.spec import EpochSpec
 from ..state import make_bucket_state, parse_bucket_state
+from .combinations import buckets_not_balanced, buckets_not_sharded
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -41,30 +42,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("streamfeed")
 T = TypeVar("T")
-
-
-def buckets_not_sharded() -> ArgumentError:
-    """The refusal of ``shard()`` with ``batch(bucket=...)`` (either order)."""
-    return ArgumentError(
-        describe(
-            "batch(bucket=...) cannot be combined with shard()",
-            expected="a bucketed dataset on one worker, or a sharded dataset batched by batch_size",
-            found="shard() and batch(bucket=...)",
-            fix="bucket without sharding: the workers' buckets would fill at different steps, so their step "
-            "counts would differ",
-        )
-    )
-
-
-def buckets_not_balanced() -> ArgumentError:
-    """The refusal of ``balance()`` with ``batch(bucket=...)`` (either order)."""
-    return ArgumentError(
-        describe(
-            "batch(bucket=...) cannot be combined with balance()",
-            expected="a bucketed or a balanced dataset, not both",
-            fix="balance without bucketing: a balanced draw changes the rows of each epoch, and so each bucket's steps",
-        )
-    )
 
 
 def check_bucket(dataset: Settings, batch_size: int | None, pad: Pad | None, bucket: Bucket) -> None:

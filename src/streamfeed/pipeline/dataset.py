@@ -50,7 +50,8 @@ from ..runtime.batch import PAD_MASK, LastBatch
 from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import EpochSpec, Op
-from .bucketed import buckets_not_balanced, buckets_not_sharded, check_bucket
+from .bucketed import check_bucket
+from .combinations import buckets_not_balanced, buckets_not_sharded, refuse_balanced_shards, windows_after_ops
 from .iterator import EpochIterator
 from .ops import filtering, op_identity, row_preserving
 from .resolve import LanePositions, Resolution
@@ -235,7 +236,7 @@ class Dataset(Settings):
             )
         if remainder not in ("drop", "pad"):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
-        _refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
+        refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
         if self.bucket is not None and not count == lanes == 1:
             raise buckets_not_sharded()
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
@@ -314,13 +315,7 @@ class Dataset(Settings):
         See :mod:`streamfeed.sources.windows` for the definition and costs.
         """
         if self.row_ops or self.batch_ops or self.batch_size is not None or self.sampler is not None:
-            raise ArgumentError(
-                describe(
-                    "windows() after map(), filter(), batch() or balance()",
-                    expected="windows() right after reading: it windows the source's rows",
-                    fix="call .windows(...) first, then map/filter/batch the windows",
-                )
-            )
+            raise windows_after_ops()
         from ..sources.windows import WindowSource, window_spec
 
         spec = window_spec(
@@ -467,7 +462,7 @@ class Dataset(Settings):
         """
         from ..sampling import make_sampler
 
-        _refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
+        refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
             raise buckets_not_balanced()
         dataset = self if self.shuffled else self.shuffle(seed)
@@ -592,16 +587,4 @@ class Dataset(Settings):
             model=model,
             categorical=categorical,
             standardize=standardize,
-        )
-
-
-def _refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
-    """``balance()`` and ``shard()`` do not combine: a balanced draw is per read unit, lanes cut the plain order."""
-    if balanced and sharded:
-        raise ArgumentError(
-            describe(
-                "balance() cannot be combined with shard()",
-                expected="a dataset that is balanced or sharded, not both",
-                fix="balance without sharding, or shard a dataset without balance()",
-            )
         )

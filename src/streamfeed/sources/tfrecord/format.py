@@ -70,9 +70,9 @@ class FeatureSpec:
 
     @property
     def fixed(self) -> tuple[int, ...]:
-        """The shape of a fixed-shape feature (a variable-length list has none: ValueError)."""
+        """The shape of a fixed-shape feature (a variable-length list has none: ArgumentError)."""
         if self.shape is None:
-            raise ValueError(f"feature {self.name!r} has a variable length")
+            raise ArgumentError(describe(f"Feature {self.name!r} has a variable length, not a fixed shape"))
         return self.shape
 
     @property
