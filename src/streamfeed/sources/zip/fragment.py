@@ -1,0 +1,217 @@
+"""Reading a zip fragment: consecutive images (in name order) read by ranged reads of the archive and decoded.
+
+A fragment's members are sorted by where they are in the archive and cut
+into runs of adjacent members; each run is one ``read_at`` through the
+source's filesystem (one range request on object storage), and each member
+is inflated from it (``index.inflate``: declared size, CRC). A member that
+fails (damaged, truncated, a bomb, not an image) is a bad unit named by
+archive, member and local header offset: ``on_error="raise"`` raises it,
+``"skip"`` leaves the image out and reports it (rows=1). The header probe
+at open (:func:`probe_members`) reads each member's first bytes only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from ...core import Chunk
+from ...errors import BadInputReport, CorruptFileError, SkippedUnit, describe
+from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
+from ..images.decode import (
+    JPEG_HEAD_BYTES,
+    DecodeSpec,
+    ImageDecodeError,
+    ImageTooLargeError,
+    check_size,
+    decode,
+    jpeg_header,
+    open_header,
+)
+from ..images.fragment import too_large
+from .index import LOCAL_HEADER, Member, MemberError, head, inflate, member_where
+
+_FIX = "repair or rewrite the archive, or pass on_error='skip' to leave the member out and report it"
+
+
+class ZipReading(Protocol):
+    """What a fragment reads through: the :class:`~.source.ZipImageSource` that made it."""
+
+    archive: str
+    filesystem: pafs.FileSystem
+    spec: DecodeSpec
+    decode: bool
+    decoder: str
+    report: BadInputReport
+    bad_members: dict[str, CorruptFileError]
+
+
+def bad_member(archive: str, member: Member, exc: BaseException) -> CorruptFileError:
+    """The error for a member that cannot be read or decoded, naming archive, member and byte offset."""
+    where = member_where(archive, member.name, member.header)
+    if isinstance(exc, ImageTooLargeError):
+        return too_large(where, exc)
+    if isinstance(exc, MemberError):
+        title = "A zip member cannot be read"
+    elif isinstance(exc, OSError):
+        title = "Could not read a zip archive"
+    else:
+        title = "Could not decode an image in a zip archive"
+    return CorruptFileError(describe(title, where=where, found=str(exc), fix=_FIX))
+
+
+def runs(members: tuple[Member, ...]) -> list[list[Member]]:
+    """The members by archive offset, cut where one's extent does not end at the next one's local header."""
+    ordered = sorted(members, key=lambda member: member.header)
+    out: list[list[Member]] = []
+    for member in ordered:
+        if out and out[-1][-1].header + out[-1][-1].extent == member.header:
+            out[-1].append(member)
+        else:
+            out.append([member])
+    return out
+
+
+@dataclass(frozen=True)
+class ZipImageFragment:
+    """Images ``first`` to ``first + num_rows - 1`` of an archive (in name order), with their members."""
+
+    key: str
+    num_rows: int
+    first: int
+    members: tuple[Member, ...] = field(repr=False)
+    labels: np.ndarray | None = field(repr=False)
+    _source: ZipReading = field(repr=False, compare=False)
+    _stamps: Stamps = stamps_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_stamps", take_stamps((self.path,), self._source.filesystem))
+
+    @property
+    def path(self) -> str:
+        return self._source.archive
+
+    @property
+    def location(self) -> str:
+        return f"members {self.members[0].name} .. {self.members[-1].name}" if self.members else "no members"
+
+    def read(self) -> Chunk:
+        """:meth:`_read`, refused if the archive changed since the source opened it (``files/stamps.py``)."""
+        with unchanged((self.path,), self._stamps):
+            return self._read()
+
+    def _load(self) -> dict[str, bytes | BaseException]:
+        """Every member's bytes (or why not), one ranged read per run of adjacent members."""
+        source = self._source
+        out: dict[str, bytes | BaseException] = {}
+        with source.filesystem.open_input_file(self.path) as stream:
+            for run in runs(self.members):
+                start = run[0].header
+                length = run[-1].header + run[-1].extent - start
+                try:
+                    buffer = stream.read_at(length, start)
+                except OSError as exc:  # the archive, not a member: never skipped
+                    raise CorruptFileError(
+                        describe(
+                            "Could not read a zip archive",
+                            where=f"{self.path}, {self.location} (bytes {start}-{start + length})",
+                            found=f"{type(exc).__name__}: {exc}",
+                            fix="check the archive; it may have changed since the dataset was opened",
+                        )
+                    ) from exc
+                for member in run:
+                    try:
+                        out[member.name] = inflate(member, buffer, start)
+                    except MemberError as exc:
+                        out[member.name] = exc
+        return out
+
+    def _read(self) -> Chunk:
+        source = self._source
+        loaded = self._load()
+        spec = source.spec
+        count = len(self.members)
+        images = np.empty((count,) + spec.shape, dtype=spec.dtype) if source.decode else np.empty(count, object)
+        keep = np.ones(count, dtype=bool)
+        for row, member in enumerate(self.members):
+            error = source.bad_members.get(member.name)
+            data = loaded[member.name]
+            if error is None and not isinstance(data, BaseException):
+                try:
+                    if not source.decode:
+                        images[row] = data
+                    elif not data:
+                        raise ImageDecodeError("the member is empty (0 bytes)")
+                    else:
+                        decode(data, spec, source.decoder, out=images[row])
+                    continue
+                except ImageDecodeError as exc:
+                    data = exc
+            if error is None:
+                assert isinstance(data, BaseException)
+                error = source.bad_members.setdefault(member.name, bad_member(self.path, member, data))
+            if source.report.on_error == "raise":
+                raise error
+            keep[row] = False
+            location = f"member {member.name!r} (local header at byte {member.header})"
+            source.report.add(SkippedUnit(self.path, location, str(error), 1))
+        paths = np.array([f"{self.path}/{member.name}" for member in self.members], dtype=object)
+        chunk: Chunk = {"image" if source.decode else "image_bytes": images, "path": paths}
+        if self.labels is not None:
+            chunk["label"] = self.labels.copy()
+        if not keep.all():
+            chunk = {name: column[keep] for name, column in chunk.items()}
+        return chunk
+
+
+PROBE_MEMBERS = 64  # members per probe task (as images.fragment.PROBE_FILES: one task per file costs more)
+
+
+def probe_members(
+    members: list[Member], archive: str, filesystem: pafs.FileSystem, spec: DecodeSpec | None
+) -> list[BaseException | None]:
+    """Each member's problem at open, or None: its local header, its first bytes as an image header, its size."""
+    problems: list[BaseException | None] = []
+    try:
+        stream = filesystem.open_input_file(archive)
+    except OSError as exc:
+        return [exc for _ in members]
+    with stream:
+        for member in members:
+            problems.append(_probe(member, stream, spec))
+    return problems
+
+
+def _probe(member: Member, stream: pafs.NativeFile, spec: DecodeSpec | None) -> BaseException | None:
+    """One member's header probe: a read of its local header and first compressed bytes (the whole member if needed)."""
+    try:
+        if member.size == 0:
+            return ImageDecodeError("the member is empty (0 bytes)")
+        wanted = min(member.extent, LOCAL_HEADER + 2 * len(member.name.encode()) + 1024 + JPEG_HEAD_BYTES)
+        buffer = stream.read_at(wanted, member.header)
+        first = head(member, buffer, member.header, JPEG_HEAD_BYTES)
+        try:
+            _check_header(first, spec)
+        except ImageDecodeError:
+            if len(first) >= member.size and wanted >= member.extent:
+                raise
+            whole = inflate(member, stream.read_at(member.extent, member.header), member.header)
+            _check_header(whole, spec)  # the header was past the first bytes (a TIFF whose IFD is at its end)
+    except (ImageDecodeError, MemberError, OSError) as exc:
+        return exc
+    return None
+
+
+def _check_header(data: bytes, spec: DecodeSpec | None) -> None:
+    header = jpeg_header(data)
+    if header is not None:
+        if spec is not None:
+            check_size(header, spec.max_image_bytes, spec.channels)
+        return
+    with open_header(data) as image:
+        if spec is not None:
+            check_size(image, spec.max_image_bytes, spec.channels)
+
