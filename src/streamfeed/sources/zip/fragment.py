@@ -186,20 +186,31 @@ def probe_members(
 
 
 def _probe(member: Member, stream: pafs.NativeFile, spec: DecodeSpec | None) -> BaseException | None:
-    """One member's header probe: a read of its local header and first compressed bytes (the whole member if needed)."""
+    """One member's header probe: a read of its local header and first bytes (the whole member if it is small).
+
+    A member within the read is inflated whole, so its CRC and a bomb
+    inflating past its declared size are found at open; of a larger one,
+    the first ``JPEG_HEAD_BYTES`` (inflated never past its declared size)
+    and, when they do not hold its header (a TIFF whose IFD is at its end),
+    the whole member.
+    """
     try:
         if member.size == 0:
             return ImageDecodeError("the member is empty (0 bytes)")
         wanted = min(member.extent, LOCAL_HEADER + 2 * len(member.name.encode()) + 1024 + JPEG_HEAD_BYTES)
         buffer = stream.read_at(wanted, member.header)
-        first = head(member, buffer, member.header, JPEG_HEAD_BYTES)
+        if wanted == member.extent:
+            _check_header(inflate(member, buffer, member.header), spec)
+            return None
+        first = head(member, buffer, member.header, min(JPEG_HEAD_BYTES, member.size + 1))
+        if len(first) > member.size:
+            raise MemberError(f"it inflates past its declared {member.size} bytes (a zip bomb): inflating was stopped")
         try:
             _check_header(first, spec)
+        except ImageTooLargeError:
+            raise
         except ImageDecodeError:
-            if len(first) >= member.size and wanted >= member.extent:
-                raise
-            whole = inflate(member, stream.read_at(member.extent, member.header), member.header)
-            _check_header(whole, spec)  # the header was past the first bytes (a TIFF whose IFD is at its end)
+            _check_header(inflate(member, stream.read_at(member.extent, member.header), member.header), spec)
     except (ImageDecodeError, MemberError, OSError) as exc:
         return exc
     return None

@@ -279,7 +279,7 @@ class ZipImageSource(AlikeRows):
         if self._fingerprint is None:
             spec = self.spec
             self._fingerprint = {
-                "format": "zip-images",
+                "format": "zip",
                 "files": len(self.members),
                 "digest": file_digest(file_stats([self.archive], self.filesystem), extra=[self._digest]),
                 "columns": self.column_names,
