@@ -14,6 +14,7 @@ import io
 import json
 import struct
 import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -133,12 +134,12 @@ def test_duplicate_names_and_nested_zips_and_hidden_members(tmp_path):
     assert len(ds.report.entries) == 2
 
 
-def _bomb_member(archive: Path, prefix: bytes, declared: int) -> Path:
-    """A deflated member ``cat/bomb.png``: a PNG then 20 MB of zeros, whose headers declare ``declared`` bytes."""
+def _bomb_member(archive: Path, prefix: bytes, declared: int, zeros: int = 20 << 20) -> Path:
+    """A deflated member ``cat/bomb.png``: ``prefix`` then ``zeros`` zero bytes, its headers declaring ``declared``."""
     with zipfile.ZipFile(archive, "w") as out:
         for name, data in _good().items():
             out.writestr(name, data)
-        out.writestr("cat/bomb.png", prefix + bytes(20 << 20), compress_type=zipfile.ZIP_DEFLATED)
+        out.writestr("cat/bomb.png", prefix + bytes(zeros), compress_type=zipfile.ZIP_DEFLATED)
     data = bytearray(archive.read_bytes())
     with zipfile.ZipFile(archive) as zf:
         info = zf.getinfo("cat/bomb.png")
@@ -162,12 +163,34 @@ def test_a_member_inflating_past_its_declared_size_is_a_bomb(tmp_path, verify_he
     assert len(epoch(ds)["path"]) == 6 and [e.rows for e in ds.report.entries] == [1]
 
 
+def test_inflating_stops_at_the_declared_size(tmp_path):
+    """A member inflating to 96 MB more than it declares is never inflated whole (peak far below 96 MB)."""
+    png = _png(1)
+    archive = _bomb_member(tmp_path / "b.zip", png, len(png), zeros=96 << 20)
+    ds = sf.read_images(archive, size=(6, 6), verify_headers=False, on_error="skip")
+    tracemalloc.start()
+    try:
+        got = epoch(ds)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(got["path"]) == 6 and "inflates past" in ds.report.entries[0].reason
+    assert peak < 16 << 20, peak
+
+
 def test_a_huge_declared_size_is_refused_at_open(tmp_path):
     archive = _bomb_member(tmp_path / "h.zip", b"", 0xFFFF0000)  # 4 GiB declared from ~20 KB
     with pytest.raises(sf.CorruptFileError, match="zip bomb") as raised:
         sf.read_images(archive, size=(6, 6), verify_headers=False)
-    assert "4294901760 bytes" in str(raised.value)
+    assert "declares 4294901760 bytes uncompressed, more than the" in str(raised.value)
     assert len(sf.read_images(archive, size=(6, 6), on_error="skip")) == 6
+
+
+def test_a_declared_size_deflate_cannot_produce_is_refused(tmp_path):
+    archive = _bomb_member(tmp_path / "r.zip", b"", 100 << 20)  # 100 MB declared (under the bound) from ~20 KB
+    with pytest.raises(sf.CorruptFileError, match="more than deflate can produce") as raised:
+        sf.read_images(archive, size=(6, 6), verify_headers=False)
+    assert "cat/bomb.png" in str(raised.value)
 
 
 def test_an_encrypted_member_is_refused(tmp_path):
