@@ -35,12 +35,8 @@ def main(archive: str) -> None:
     history = model.fit(train, epochs=6, verbose=0)
     with dataset.iter_epoch(0) as iterator:
         paths = sorted(str(p) for batch in iterator for p in batch["path"])
-    print(
-        "RESULT "
-        + json.dumps(
-            {"loss": history.history["loss"], "accuracy": history.history["accuracy"], "steps": len(train), "paths": paths}
-        )
-    )
+    result = {"loss": history.history["loss"], "accuracy": history.history["accuracy"], "steps": len(train)}
+    print("RESULT " + json.dumps({**result, "paths": paths}))
 
 
 if __name__ == "__main__":

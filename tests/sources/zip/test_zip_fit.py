@@ -1,4 +1,4 @@
-"""A real Keras fit of a tiny CNN from read_images on a zip archive, on TensorFlow, JAX and torch (one subprocess each)."""
+"""A real Keras fit of a tiny CNN from read_images on a zip archive: TensorFlow, JAX and torch, a subprocess each."""
 
 from __future__ import annotations
 

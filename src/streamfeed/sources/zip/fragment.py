@@ -225,4 +225,3 @@ def _check_header(data: bytes, spec: DecodeSpec | None) -> None:
     with open_header(data) as image:
         if spec is not None:
             check_size(image, spec.max_image_bytes, spec.channels)
-

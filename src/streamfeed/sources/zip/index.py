@@ -99,11 +99,11 @@ def read_index(path: str, filesystem: pafs.FileSystem, max_member_bytes: int) ->
     with filesystem.open_input_file(path) as stream:
         size = stream.size()
         try:
-            archive = zipfile.ZipFile(stream)  # type: ignore[arg-type]  # a seekable binary file
+            archive = zipfile.ZipFile(stream)  # a seekable binary file: zipfile reads only its tail and directory
         except NotImplementedError as exc:  # a version of the format zipfile does not read
             raise zipfile.BadZipFile(str(exc)) from exc
         infos = archive.infolist()
-        directory = archive.start_dir  # type: ignore[attr-defined]  # zipfile sets it when it reads the directory
+        directory = archive.start_dir  # set by zipfile when it reads the directory
     index = ZipIndex(path, size)
     digest = hashlib.sha1()
     for info in infos:
@@ -179,7 +179,7 @@ def _refusal(
 
 
 def local_data(member: Member, buffer: bytes | memoryview, start: int) -> memoryview:
-    """The member's compressed bytes from ``buffer`` (read from byte ``start`` of the archive), its local header checked."""
+    """The member's compressed bytes in ``buffer`` (read from archive byte ``start``), its local header checked."""
     view = memoryview(buffer)
     at = member.header - start
     local = bytes(view[at : at + LOCAL_HEADER])
@@ -225,7 +225,9 @@ def inflate(member: Member, buffer: bytes | memoryview, start: int) -> bytes:
     if len(out) != member.size:
         raise MemberError(f"it holds {len(out)} bytes, not the {member.size} its entry declares")
     if zlib.crc32(out) != member.crc:
-        raise MemberError(f"its CRC-32 is {zlib.crc32(out):08x}, not the {member.crc:08x} declared: the bytes are damaged")
+        raise MemberError(
+            f"its CRC-32 is {zlib.crc32(out):08x}, not the {member.crc:08x} declared: the bytes are damaged"
+        )
     return out
 
 

@@ -271,9 +271,7 @@ class ZipImageSource(AlikeRows):
     @property
     def info(self) -> SourceInfo:
         """Format, classes (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo(
-            "zip", label_map=self.label_map, filesystem=self.filesystem, fragment_setting="fragment_size"
-        )
+        return SourceInfo("zip", label_map=self.label_map, filesystem=self.filesystem, fragment_setting="fragment_size")
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
