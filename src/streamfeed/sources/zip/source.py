@@ -42,7 +42,7 @@ from ..images.decode import IMAGE_SUFFIXES, DecodeSpec, resolve_decoder
 from ..images.listing import Labels, Listing
 from ..images.source import ImageSource
 from ..labels import class_names, write_label_map
-from .fragment import PROBE_MEMBERS, ZipImageFragment, bad_member, probe_members
+from .fragment import PROBE_MEMBERS, ZipImageFragment, bad_member, probe_members, read_bytes
 from .index import Member, ZipIndex, member_where, read_index
 
 MEMBER_SLACK = 1 << 20  # bytes an encoded image may have beyond max_image_bytes (headers, EXIF, ICC profiles)
@@ -161,7 +161,8 @@ class ZipImageSource(AlikeRows):
         self.report.total_files = listed + refused
         self.report.check_budget()
         pixels = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize)
-        stored = float(np.mean([m.compressed + m.size for m in members] or [0]))  # the run read and its inflated copy
+        # a fragment's reads and its members inflated, per row: the largest fragment's (``fragment.read_bytes``)
+        stored = max((read_bytes(f.members) + sum(m.size for m in f.members)) / f.num_rows for f in self.fragments)
         self.row_bytes = (pixels if decode else 0.0) + stored + 8 + 64
         self._columns = ["image" if decode else "image_bytes"] + (["label"] if labels == "inferred" else []) + ["path"]
         self._fingerprint: dict | None = None
