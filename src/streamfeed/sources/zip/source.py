@@ -162,7 +162,9 @@ class ZipImageSource(AlikeRows):
         self.report.check_budget()
         pixels = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize)
         # a fragment's reads and its members inflated, per row: the largest fragment's (``fragment.read_bytes``)
-        stored = max((read_bytes(f.members) + sum(m.size for m in f.members)) / f.num_rows for f in self.fragments)
+        stored = max(
+            ((read_bytes(f.members) + sum(m.size for m in f.members)) / f.num_rows for f in self.fragments), default=0.0
+        )
         self.row_bytes = (pixels if decode else 0.0) + stored + 8 + 64
         self._columns = ["image" if decode else "image_bytes"] + (["label"] if labels == "inferred" else []) + ["path"]
         self._fingerprint: dict | None = None
