@@ -1,4 +1,4 @@
-"""``read_images`` on a zip archive in S3 (SeaweedFS on loopback), through ``storage_options``, as it reads it locally."""
+"""``read_images`` on a zip archive in S3 (SeaweedFS on loopback), through ``storage_options``, as read locally."""
 
 from __future__ import annotations
 
