@@ -292,3 +292,35 @@ def test_large_members_are_probed_by_their_first_bytes_and_checked_when_read(tmp
     assert len(ds) == len(epoch(ds)["path"]) == 3  # under "skip", counted by a pass that reads every member
     (entry,) = ds.report.entries
     assert "dog/1.png" in entry.location and entry.rows == 1
+
+
+def test_class_folders_wrapped_in_one_folder_are_said(tmp_path, caplog):
+    archive = _write(tmp_path / "w.zip", {f"images/{name}": data for name, data in _good().items()})
+    with caplog.at_level("WARNING", logger="streamfeed"):
+        ds = sf.read_images(archive, size=(6, 6))
+    assert ds.source.class_names == ["images"]  # as read_images on the extracted folder: one class
+    assert "one folder 'images'" in caplog.text and "one class" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="streamfeed"):
+        sf.read_images(_write(tmp_path / "ok.zip", _good()), size=(6, 6))
+    assert "one class" not in caplog.text
+
+
+def test_entries_sharing_their_bytes_are_refused(tmp_path):
+    """The overlapping-entries bomb: two directory entries pointing at one local header (copied, renamed)."""
+    archive = _write(tmp_path / "o.zip", _good())
+    data = bytearray(archive.read_bytes())
+    end = data.rindex(b"PK\x05\x06")
+    entry = data.index(b"cat/0.png", data.index(b"PK\x01\x02")) - 46
+    name_length, extra_length, comment_length = struct.unpack("<HHH", data[entry + 28 : entry + 34])
+    copy = bytearray(data[entry : entry + 46 + name_length + extra_length + comment_length])
+    copy[46 : 46 + name_length] = b"cat/9.png"
+    count, size = struct.unpack("<H", data[end + 10 : end + 12])[0], struct.unpack("<I", data[end + 12 : end + 16])[0]
+    struct.pack_into("<HHI", data, end + 8, count + 1, count + 1, size + len(copy))
+    data[end:end] = copy  # after the last central entry, before the end record
+    archive.write_bytes(bytes(data))
+    assert sorted(zipfile.ZipFile(archive).namelist()) == sorted([*_good(), "cat/9.png"])  # zipfile takes it
+    with pytest.raises(sf.CorruptFileError, match="overlap"):
+        sf.read_images(archive, size=(6, 6))
+    ds = sf.read_images(archive, size=(6, 6), on_error="skip")
+    assert len(ds) == 5 and sorted(e.location.split("'")[1] for e in ds.report.entries) == ["cat/0.png", "cat/9.png"]

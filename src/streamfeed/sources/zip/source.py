@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import logging
 import os
 import zipfile
 from typing import Any, Mapping
@@ -45,6 +46,7 @@ from ..labels import class_names, write_label_map
 from .fragment import PROBE_MEMBERS, ZipImageFragment, bad_member, probe_members, read_bytes
 from .index import Member, ZipIndex, member_where, read_index
 
+logger = logging.getLogger("streamfeed")
 MEMBER_SLACK = 1 << 20  # bytes an encoded image may have beyond max_image_bytes (headers, EXIF, ICC profiles)
 METADATA_FOLDERS = ("__MACOSX",)  # macOS Archive Utility's resource forks: never images
 
@@ -133,6 +135,14 @@ class ZipImageSource(AlikeRows):
                     or "no image member",
                     fix="pass labels=None to read images outside class folders" if labels else "check the archive",
                 )
+            )
+        if labels == "inferred" and len(folders) == 1 and all(m.name.count("/") >= 2 for m in members):
+            logger.warning(
+                "Zip archive %s: every image is inside one folder %r, so there is one class; an archive made by "
+                "zipping the dataset's folder (zip -r images.zip images/) holds its class folders one level down: "
+                "rewrite it from inside that folder (cd images && zip -r ../images.zip .)",
+                self.archive,
+                folders[0],
             )
         self.label_map = ImageSource._label_map(self.archive, Listing(folders=folders), labels, label_map)
         listed = len(members)
