@@ -31,6 +31,7 @@ from .sources.parquet import ParquetSource
 from .sources.ray import RaySource
 from .sources.tfrecord.source import TFRecordSource
 from .sources.webdataset.source import WebDatasetSource
+from .sources.zip.source import ZipImageSource, is_zip_archive
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -303,9 +304,18 @@ def read_images(
     decode: bool = True,
     max_image_bytes: int | None = None,
     follow_links: FollowLinks = "inside",
+    filesystem: pafs.FileSystem | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
-    """Streams a folder of images with one sub-folder per class.
+    """Streams a folder of images with one sub-folder per class, or a zip archive of one.
+
+    ``root`` may be a ``.zip`` archive (by suffix, or a local file by its
+    signature), local or a URI (``s3://``, ``gs://``, ``https://``): it is
+    read member by member without extracting, as the folder it holds would
+    be (``sources/zip/source.py``); refused members (path traversal, zip
+    bombs, encryption, damage) are bad input, named by archive, member and
+    byte offset.
 
     Args:
         size: ``(height, width)`` of every output image.
@@ -341,6 +351,8 @@ def read_images(
             ``source.summary()`` and said in one warning); ``"all"`` follows
             every link. Links to files are followed wherever they point. Either way
             a file reachable under two classes raises naming both paths.
+            An archive's link entries are never followed.
+        storage_options: for an archive's URI, as for :func:`read_parquet`.
         on_error: ``"raise"`` (default) at the first bad file, naming it, or
             ``"skip"`` bad files, recorded in ``dataset.report`` (and as JSON
             lines in ``report_path``) within the error budget.
@@ -350,9 +362,26 @@ def read_images(
         (unless ``labels=None``) and ``path``.
     """
     report = error_policy_of(read_images, errors).new_report()
+    spec = decode_spec(size, channels, dtype, resize, decoder, max_image_bytes)
+    if filesystem is not None or storage_options is not None or is_zip_archive(root):
+        if follow_links != "inside":
+            raise ArgumentError(describe("follow_links is for folders", where=os.fspath(root), found=follow_links))
+        filesystem, root = open_storage(root, storage_options, filesystem)
+        zipped = ZipImageSource(
+            root,
+            spec=spec,
+            labels=labels,
+            label_map=label_map if label_map is None or isinstance(label_map, Mapping) else os.fspath(label_map),
+            fragment_size=fragment_size,
+            verify_headers=verify_headers,
+            decode=decode,
+            filesystem=filesystem,
+            report=report,
+        )
+        return Dataset(zipped, report=report)
     source = ImageSource(
         root,
-        spec=decode_spec(size, channels, dtype, resize, decoder, max_image_bytes),
+        spec=spec,
         labels=labels,
         label_map=label_map,
         fragment_size=fragment_size,

@@ -2,9 +2,9 @@
 
 Each format is written locally by a real writer, uploaded, read back through
 ``s3://`` with ``storage_options`` and compared row for row with the local
-read of the same file. ``read_hdf5``, ``read_numpy`` and ``read_images`` read
-local files only (h5py, NumPy memory maps and image folders), so they take no
-``storage_options``.
+read of the same file. ``read_hdf5`` and ``read_numpy`` read local files only
+(h5py, NumPy memory maps), so they take no ``storage_options``; ``read_images``
+takes them for a zip archive (``test_zip_s3.py``), image folders being local.
 """
 
 from __future__ import annotations

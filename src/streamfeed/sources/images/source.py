@@ -23,7 +23,8 @@ Layout (the same as ``keras.utils.image_dataset_from_directory``)::
   ``source.ignored``; a folder or file reachable under two classes through
   a link is a :class:`SchemaError`, and folder links out of the root are
   not followed unless ``follow_links="all"`` (file links always are). See ``listing.py`` for the rules.
-  Only local directories are supported.
+  Only local directories are supported here; a zip archive of such a folder, local or remote, is
+  ``sources/zip``'s (``read_images`` routes it there).
 * **Columns.** ``image`` ``(n, height, width, channels)`` of ``uint8`` or
   ``float32`` (0..1), ``label`` (int64), ``path`` (str). See ``decode.py``
   for orientation, bit depth, channel and resize rules.
