@@ -50,7 +50,9 @@ def main() -> None:
     mixed = mixed.batch(BATCH)
 
     def model() -> keras.Model:
-        net = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+        net = keras.Sequential(
+            [keras.Input(shape=(3,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+        )
         net.compile(optimizer="adam", loss="mse")
         return net
 

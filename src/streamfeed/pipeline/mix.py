@@ -46,7 +46,7 @@ import dataclasses
 import functools
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from ..runtime.assembly import MatrixColumns
 from ..runtime.spec import Op
 from .dataset import Dataset
 from .mix_epoch import MixedEpoch, MixStart, advance, make_mix_state, parse_mix_state
-from .mix_order import BLOCK_ROWS, MixOrder, largest_remainder
+from .mix_order import BLOCK_ROWS, EpochOrder, MixOrder, largest_remainder
 
 if TYPE_CHECKING:
     from ..keras.adapter import KerasDataset
@@ -65,15 +65,6 @@ if TYPE_CHECKING:
 Weights = Mapping[str, float] | Callable[[int], Mapping[str, float]]
 Exhausted = Literal["repeat", "stop"]
 _ORDERS_KEPT = 8  # epochs' orders kept per mixture: the running one, its successor, a restored one
-
-
-class EpochOrder(NamedTuple):
-    """One mixed epoch resolved: its order of labels, its rows, the rows it serves (``last_batch``) and batch size."""
-
-    order: MixOrder
-    rows: int
-    served_rows: int
-    batch_size: int
 
 
 class _Starts:

@@ -23,18 +23,18 @@ a sharded component).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
 from ..core import Chunk, chunk_len, slice_chunk
 from ..errors import DataError, SchemaError, StateError, describe
 from .iterator import EpochIterator
+from .mix_order import EpochOrder
 from .resolve import LanePositions
 
 if TYPE_CHECKING:
     from .dataset import Dataset
-    from .mix import MixedDataset
 
 STATE_VERSION = 1
 _FIX = "restore a state saved by this same mixture (same components, seed, samples_per_epoch, batch and shard)"
@@ -124,6 +124,31 @@ def parse_mix_state(
             raise _refuse(f"starts.{name}[1]", f"a row in 0..{limit - 1} of the component's epoch", str(row))
         cursors.append((ce, row))
     return MixStart(epoch, tuple(float(w) for w in values), tuple(cursors), rows)
+
+
+class Mixture(Protocol):
+    """What a mixed epoch reads of its :class:`~streamfeed.pipeline.mix.MixedDataset` (typed so, not by the class,
+    so that ``mix.py`` importing this module closes no circle)."""
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    @property
+    def components(self) -> tuple[Dataset, ...]: ...
+
+    @property
+    def epoch_rows(self) -> tuple[int, ...]: ...
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    def epoch_order(self, start: MixStart) -> EpochOrder: ...
+
+    def finish(self, batch: Chunk, labels: np.ndarray) -> Chunk: ...
+
+    def state_at(self, start: MixStart) -> dict: ...
+
+    def iter_epoch(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> MixedEpoch: ...
 
 
 class _Cursor:
@@ -232,7 +257,7 @@ def assemble(
 class MixMark(NamedTuple):
     """Where a mixed epoch stood after a batch: the state it names, made only when asked for."""
 
-    mixed: MixedDataset
+    mixed: Mixture
     start: MixStart
 
     def state(self) -> dict:
@@ -245,7 +270,7 @@ class MixedEpoch:
     Close it (``with``, ``close()``); a dropped one is closed by its components' own finalizers.
     """
 
-    def __init__(self, mixed: MixedDataset, start: MixStart) -> None:
+    def __init__(self, mixed: Mixture, start: MixStart) -> None:
         self.mixed, self.start = mixed, start
         self.epoch = start.epoch
         self._plan = plan = mixed.epoch_order(start)

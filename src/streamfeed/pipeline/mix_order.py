@@ -33,7 +33,7 @@ gives every component's rows consumed in O(block).
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -119,3 +119,12 @@ class MixOrder:
             where = np.flatnonzero(self.block_labels(k) == i)
             end = min(end, k * self.block + int(where[need]))
         return end
+
+
+class EpochOrder(NamedTuple):
+    """One mixed epoch resolved: its order of labels, its rows, the rows it serves (``last_batch``) and batch size."""
+
+    order: MixOrder
+    rows: int
+    served_rows: int
+    batch_size: int
