@@ -8,6 +8,10 @@ says where it came from and which of its component's rows it is.
 from __future__ import annotations
 
 import collections
+import gc
+import threading
+import time
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -236,3 +240,27 @@ def test_a_state_of_another_mixture_or_out_of_range_is_refused(parts):
             mixed.iter_epoch(state={**state, field: value})
     with pytest.raises(sf.StateError, match="'state'"):
         mixed.num_batches(state=[1, 2])
+
+
+def _threads_left(baseline: set, seconds: float = 10.0) -> list[str]:
+    """Threads started since ``baseline`` still alive after joining each (a bounded wait, not a timed check)."""
+    deadline = time.monotonic() + seconds
+    for thread in set(threading.enumerate()) - baseline:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return sorted(thread.name for thread in set(threading.enumerate()) - baseline if thread.is_alive())
+
+
+def test_no_component_thread_outlives_a_closed_or_dropped_mixed_epoch(parts):
+    mixed = sf.mix(parts, samples_per_epoch=900, seed=1).batch(16)
+    baseline = set(threading.enumerate())
+    with mixed.iter_epoch(0) as stream:
+        next(stream)
+        assert set(threading.enumerate()) - baseline  # the components' epochs run
+    assert _threads_left(baseline) == []
+    stream = mixed.iter_epoch(0)
+    next(stream)
+    dropped = weakref.ref(stream)
+    del stream  # unclosed: each component's epoch is stopped by its own finalizer
+    gc.collect()
+    assert dropped() is None
+    assert _threads_left(baseline) == []
