@@ -25,9 +25,11 @@ generator seeded from ``(seed, epoch, k)``.
   quotas are still met exactly (a remaining quota is never overdrawn,
   ``floor(r_i s / R) + 1 <= r_i`` when ``s < R``).
 
-The block counts of an epoch are drawn once (one small row per block, a
-few milliseconds per million rows) and kept cumulatively, so a row count
-gives every component's rows consumed in O(block).
+The block counts of an epoch are drawn once and kept cumulatively (one
+small row per block), so a row count gives every component's rows consumed
+in O(block). Measured (3 components, 1 M rows, load ~5 on 2 cores): 17 ms
+unstratified; stratified (a Python step per batch) 31 ms at batch 256, 215 ms
+at batch 32, once per epoch.
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ def largest_remainder(weights: Sequence[float], total: int) -> np.ndarray:
     return base
 
 
+def _split_remaining(remaining: list[int], size: int) -> list[int]:
+    """``size`` rows split among the remaining quotas by the largest remainder of ``r_i * size / R``, exactly
+    (integer floors and remainders; ties to the lower index); all of them when ``size`` is what is left."""
+    rows = sum(remaining)
+    if size >= rows:
+        return list(remaining)
+    counts = [r * size // rows for r in remaining]
+    by_remainder = sorted(range(len(remaining)), key=lambda i: (-(remaining[i] * size % rows), i))
+    for i in by_remainder[: size - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
 class MixOrder:
     """The component labels of one epoch: ``quotas`` spread over blocks of ``block`` rows."""
 
@@ -72,12 +87,17 @@ class MixOrder:
         out = np.zeros((blocks + 1, len(self.quotas)), dtype=np.int64)
         left = self.quotas.copy()
         rng = None if self.stratified else epoch_rng(self.seed, self.epoch, _COUNTS_STREAM)
+        if rng is None:  # stratified: integers in Python, a few µs a block (NumPy's per-call cost was 75 µs)
+            remaining = [int(r) for r in left]
+            for k in range(blocks):
+                size = min(self.block, self.total - k * self.block)
+                counts = _split_remaining(remaining, size)
+                remaining = [r - c for r, c in zip(remaining, counts)]
+                out[k + 1] = out[k] + counts
+            return out
         for k in range(blocks):
             size = min(self.block, self.total - k * self.block)
-            if rng is not None:
-                counts = rng.multivariate_hypergeometric(left, size)
-            else:
-                counts = largest_remainder(left, size) if size < left.sum() else left.copy()
+            counts = rng.multivariate_hypergeometric(left, size)
             left -= counts
             out[k + 1] = out[k] + counts
         return out
