@@ -455,8 +455,8 @@ class MixedDataset:
     ) -> KerasDataset:
         """Wraps the mixture for ``model.fit/evaluate/predict``, as :meth:`Dataset.to_keras` does (same keywords).
 
-        The source column, when asked for, is a feature unless ``features=`` leaves it out; name it in
-        ``sample_weight=`` or a label to give it to the loss instead.
+        The source column, when asked for, is served as any column: a feature unless ``features=``
+        leaves it out, a label, or ``ids=`` (to match predictions or per-row losses to components).
         """
         from ..keras.adapter import KerasDataset
 

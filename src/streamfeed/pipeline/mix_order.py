@@ -97,9 +97,9 @@ class MixOrder:
             return out
         for k in range(blocks):
             size = min(self.block, self.total - k * self.block)
-            counts = rng.multivariate_hypergeometric(left, size)
-            left -= counts
-            out[k + 1] = out[k] + counts
+            drawn = rng.multivariate_hypergeometric(left, size)
+            left -= drawn
+            out[k + 1] = out[k] + drawn
         return out
 
     @functools.lru_cache(maxsize=2)  # noqa: B019 - one order per epoch, dropped with it; the block being served
