@@ -45,6 +45,8 @@ _EXPORTS = {
     "StreamfeedError": ".errors",
     "Dataset": ".pipeline",
     "EpochIterator": ".pipeline",
+    "MixedDataset": ".pipeline.mix",
+    "mix": ".pipeline.mix",
     "StageMetrics": ".runtime.metrics",
     "Pad": ".runtime.padding",
     "Bucket": ".runtime.bucketing",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from .inspect import InspectReport, inspect
     from .inspect.quality import QualityReport, quality_report
     from .pipeline import Dataset, EpochIterator
+    from .pipeline.mix import MixedDataset, mix
     from .readers import (
         read_csv,
         read_hdf5,

@@ -36,8 +36,7 @@ import numpy as np
 
 from ..core import Chunk
 from ..errors import ArgumentError, DataError, SchemaError, describe
-from ..pipeline.iterator import EpochIterator, StateMark
-from ..pipeline.served import ServedDataset
+from ..pipeline.served import ServedDataset, ServedEpoch, ServedMark
 from ..runtime.batch import PAD_MASK
 from ..sources.names import served_names
 from . import feeds
@@ -169,21 +168,21 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         # Where the current (or next) epoch starts: an epoch's start, or a restored state.
         self._start: dict = self.dataset.initial_state(0)
         self._epoch, self._num_batches = 0, self.dataset.num_batches(0)
-        self._stream: EpochIterator | None = None
+        self._stream: ServedEpoch | None = None
         # The next epoch, started while this one's last unit is served (see _start_successor).
-        self._successor: EpochIterator | None = None
+        self._successor: ServedEpoch | None = None
         self._driver: _Driver | None = None  # the Keras epoch iterator running the epochs, while it lives
         # Epochs the running fit runs after the one being served (None: unknown, or not under fit): see _serve.
         self._epochs_after: int | None = None
         self.epochs_started_early = 0  # epochs served by a successor: read while the one before was trained
         self._begun = False
         self._served = 0
-        self._states: collections.OrderedDict[int, StateMark] = collections.OrderedDict()  # after served batch i
+        self._states: collections.OrderedDict[int, ServedMark] = collections.OrderedDict()  # after served batch i
         self._ids: list[np.ndarray] = []
         # The first batches of the current stream, kept so that after a Keras
         # peek the epoch replays them instead of reading (decoding) them again.
-        self._head: list[tuple[Chunk, StateMark]] | None = []
-        self._replay: collections.deque[tuple[Chunk, StateMark]] = collections.deque()
+        self._head: list[tuple[Chunk, ServedMark]] | None = []
+        self._replay: collections.deque[tuple[Chunk, ServedMark]] = collections.deque()
         self._stream_start: dict | None = None  # the _start object the stream was opened from
         self._checked = model is None
         self._closed_wait_seconds = 0.0  # of streams already closed
@@ -297,7 +296,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         again (the same batch) before it is trained."""
         self._listeners.append(listener)
 
-    def _read(self, stream: EpochIterator) -> tuple[Chunk, StateMark]:
+    def _read(self, stream: ServedEpoch) -> tuple[Chunk, ServedMark]:
         try:
             batch = next(stream)
         except StopIteration:
@@ -347,7 +346,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
             self._close_stream()
 
     # ---------------------------------------------------------------- helpers
-    def _open(self, *, begun: bool) -> EpochIterator:
+    def _open(self, *, begun: bool) -> ServedEpoch:
         """Starts serving the epoch at ``_start``: replays a peek's batches, or opens a stream."""
         if self._stream is None and self._successor is not None:  # already reading the epoch that starts now
             self._stream, self._stream_start, self._head = self._successor, self._start, []
@@ -377,7 +376,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         """Whether a live Keras epoch iterator runs the epochs: only then can an early start be cleaned up."""
         return self._driver is not None and self._driver.iterator() is not None
 
-    def _start_successor(self, stream: EpochIterator) -> None:
+    def _start_successor(self, stream: ServedEpoch) -> None:
         """Starts the next epoch's reads now that ``stream`` has read all of its fragments.
 
         Measured (JAX, 1 M rows in one 16-fragment unit, shuffled): the model

@@ -8,18 +8,50 @@ the seam the runtime reads without calling back into the builder.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Protocol
 
-from ..core import Source
+from ..core import Chunk, Source
 from ..errors import BadInputReport
 from ..runtime.assembly import MatrixColumns
 from ..runtime.batch import LastBatch
 from ..runtime.spec import Op
-from .iterator import EpochIterator
 
 if TYPE_CHECKING:
     from ..runtime.bucketing import Bucket
     from ..runtime.metrics import StageMetrics
+
+
+class ServedMark(Protocol):
+    """Where a served epoch stood after a batch (``EpochIterator.mark()``): the state, made when asked for."""
+
+    def state(self) -> dict: ...
+
+
+class ServedEpoch(Protocol):
+    """A running epoch as the Keras adapter uses it: :class:`~streamfeed.pipeline.iterator.EpochIterator`,
+    or a mixture's :class:`~streamfeed.pipeline.mix_epoch.MixedEpoch`."""
+
+    def __iter__(self) -> Iterator[Chunk]: ...
+
+    def __next__(self) -> Chunk: ...
+
+    @property
+    def reads_done(self) -> bool: ...
+
+    @property
+    def wait_seconds(self) -> float: ...
+
+    def mark(self) -> ServedMark: ...
+
+    def successor(self, state: Mapping[str, Any]) -> ServedEpoch: ...
+
+    def close(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def __enter__(self) -> ServedEpoch: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
 
 
 class ServedDataset(Protocol):
@@ -52,4 +84,4 @@ class ServedDataset(Protocol):
 
     def iter_epoch(
         self, epoch: int = 0, *, state: Mapping[str, Any] | None = None, metrics: bool | StageMetrics | None = None
-    ) -> EpochIterator: ...
+    ) -> ServedEpoch: ...
