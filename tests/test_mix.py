@@ -217,7 +217,7 @@ def test_mismatched_columns_and_types_are_refused_naming_the_component(tmp_path,
     wide = sf.read_parquet(_write(tmp_path / "e.parquet", 40, 30_000, x_dtype="float64"))
     with pytest.raises(sf.SchemaError, match=r"'x' has different types.*a: float32.*e: float64"):
         _served(sf.mix({"a": parts["a"], "e": wide}, weights={"a": 1, "e": 1}).batch(16))
-    with pytest.raises(sf.ArgumentError, match="batched or sharded"):
+    with pytest.raises(sf.ArgumentError, match="batched, bucketed or sharded"):
         sf.mix({"a": parts["a"].batch(8), "b": parts["b"]})
     with pytest.raises(sf.ArgumentError, match="Invalid mix weights"):
         sf.mix(parts, weights={"a": 1, "b": -1, "c": 1})

@@ -279,6 +279,11 @@ class MixedDataset:
         return self.datasets[0][1].report
 
     @property
+    def bucket(self) -> None:
+        """A mixture is never bucketed (its components are unbatched; it batches by ``batch_size``)."""
+        return None
+
+    @property
     def reports(self) -> dict[str, BadInputReport]:
         return {name: dataset.report for name, dataset in self.datasets}
 
@@ -511,10 +516,10 @@ def mix(
                     fix="pass read_* datasets by name",
                 )
             )
-        if dataset.batch_size is not None or dataset.shard_count != 1:
+        if dataset.batch_size is not None or dataset.bucket is not None or dataset.shard_count != 1:
             raise ArgumentError(
                 describe(
-                    f"Component {name!r} is batched or sharded",
+                    f"Component {name!r} is batched, bucketed or sharded",
                     expected="unbatched, unsharded components: the mixture batches and shards them",
                     fix="drop .batch()/.shard() from the component and call them on the mix",
                 )

@@ -31,7 +31,7 @@ from ..core import Chunk, chunk_len, slice_chunk
 from ..errors import DataError, SchemaError, StateError, describe
 from .iterator import EpochIterator
 from .mix_order import EpochOrder
-from .resolve import LanePositions
+from .resolve import LanePositions, UnitPositions
 
 if TYPE_CHECKING:
     from .dataset import Dataset
@@ -169,8 +169,12 @@ class _Cursor:
         if isinstance(positions, LanePositions):  # a position is the batches served
             size = int(dataset.batch_size or 1)
             state, self._at = positions.state(self.epoch, self.row // size), self.row % size
-        else:
+        elif isinstance(positions, UnitPositions):
             state, self._at = positions.state(self.epoch, dataset.epoch_plan(self.epoch).position_of(self.row)), 0
+        else:  # mix() takes unbatched components only, so never a bucketed one
+            raise StateError(
+                describe("A bucketed dataset cannot be a mixture's component", fix="mix unbatched datasets")
+            )
         self._stream = dataset.iter_epoch(state=state)
         self._buffer = None
         self._refill(skip=self._at)
