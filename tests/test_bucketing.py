@@ -249,7 +249,8 @@ def test_what_bucketing_cannot_combine_with_is_refused(tokens):
     with pytest.raises(sf.ArgumentError) as excinfo:
         len(base.batch(bucket=sf.Bucket("w", (4,), (2,))))
     assert "'w' is not a variable-length list column" in str(excinfo.value) and "'tok'" in str(excinfo.value)
-    with pytest.raises(sf.ArgumentError, match="batched, bucketed or sharded"):  # a mixture batches its components itself
+    # a mixture batches its components itself
+    with pytest.raises(sf.ArgumentError, match="batched, bucketed or sharded"):
         sf.mix({"a": base.batch(bucket=bucket), "b": base})
 
 
