@@ -199,11 +199,19 @@ class OrderedReader:
         fragment = self._fragments[index]
         if self._first_rows is None:
             self._first_rows = first_rows(self._fragments)
-        args = (fragment, self._row_ops, self._report, self._metrics, self._decode_bytes)
-        key = {"epoch": self._epoch, "first_row": self._first_rows[index]}
+        read = functools.partial(
+            read_fragment,
+            fragment,
+            self._row_ops,
+            self._report,
+            self._metrics,
+            self._decode_bytes,
+            epoch=self._epoch,
+            first_row=self._first_rows[index],
+        )
         if self._tuner is not None:
-            return self._pool.submit(_told_read, self._tuner, *args, **key)
-        return self._pool.submit(read_fragment, *args, **key)
+            return self._pool.submit(_told_read, self._tuner, read)
+        return self._pool.submit(read)
 
     def close(self) -> None:
         if isinstance(self._pool, TunedPool):
@@ -213,13 +221,13 @@ class OrderedReader:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _told_read(tuner: "Autotuner", *args: Any, **key: int) -> Chunk | None:
+def _told_read(tuner: "Autotuner", read: Callable[[], Chunk | None]) -> Chunk | None:
     """:func:`read_fragment`, told to the tuner: wall and thread CPU time (does decoding need the CPU?), bytes held."""
     from .metrics import chunk_bytes
 
     started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        chunk = read_fragment(*args, **key)
+        chunk = read()
     finally:
         tuner.read_done(time.perf_counter() - started, time.thread_time() - cpu_started)
     if chunk is not None:  # the bytes it holds after the ops, which the tuner's estimates follow

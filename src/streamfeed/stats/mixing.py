@@ -1,4 +1,4 @@
-"""splitmix64 for the statistics' sketches: it lives in ``runtime/mixing.py``, where ``random_map``'s draws use it too."""
+"""splitmix64 for the statistics' sketches: it lives in ``runtime/mixing.py``, where ``random_map`` uses it too."""
 
 from __future__ import annotations
 

@@ -29,7 +29,9 @@ Augmentation = Callable[[Chunk, RowRandom], Chunk]
 _BLOCK = 32  # rows resampled at once: 32 images of 224 x 224 x 3 make 19 MB of float32 scratch per corner
 
 
-def random_flip(*, column: str = "image", horizontal: bool = True, vertical: bool = False, p: float = 0.5) -> Augmentation:
+def random_flip(
+    *, column: str = "image", horizontal: bool = True, vertical: bool = False, p: float = 0.5
+) -> Augmentation:
     """Mirrors each image left-right (``horizontal``) and/or top-bottom (``vertical``), each with probability ``p``."""
     _check_probability(p)
 
@@ -192,7 +194,7 @@ def _bilinear(images: np.ndarray, x: np.ndarray, y: np.ndarray, fill: float | No
     x0, y0 = np.floor(x), np.floor(y)
     fx, fy = (x - x0).astype(np.float32), (y - y0).astype(np.float32)
     index = np.arange(rows)[:, None, None]
-    extra = (slice(None),) + (None,) * (images.ndim - 3)  # the weights broadcast over the channels
+    channels = (Ellipsis,) + (None,) * (images.ndim - 3)  # the weights broadcast over the channels
     total = np.zeros(x.shape + images.shape[3:], dtype=np.float32)
     for dy in (0, 1):
         for dx in (0, 1):
@@ -200,9 +202,9 @@ def _bilinear(images: np.ndarray, x: np.ndarray, y: np.ndarray, fill: float | No
             values = images[index, np.clip(yi, 0, full_height - 1), np.clip(xi, 0, full_width - 1)].astype(np.float32)
             if fill is not None:
                 inside = (xi >= 0) & (xi < full_width) & (yi >= 0) & (yi < full_height)
-                values = np.where(inside[(Ellipsis, *extra[1:])], values, np.float32(fill))
+                values = np.where(inside[channels], values, np.float32(fill))
             weight = (fx if dx else 1 - fx) * (fy if dy else 1 - fy)
-            total += weight[(Ellipsis, *extra[1:])] * values
+            total += weight[channels] * values
     return total
 
 
