@@ -188,3 +188,18 @@ def test_a_function_changing_the_row_count_is_refused(data):
 
     with pytest.raises(UserFunctionError, match="changed the number of rows"):
         served(sf.read_parquet(data).random_map(halves).batch(10))
+
+
+def test_after_a_filter_rows_are_keyed_by_their_place_among_the_kept_rows(data):
+    def odd(chunk: dict) -> np.ndarray:
+        return chunk["id"] % 2 == 1
+
+    ds = sf.read_parquet(data).filter(odd).random_map(draw, seed=5)
+    assert len(ds.batch(64)) == -(-(ROWS // 2) // 64)  # the counting pass runs the random op too
+    one = served(ds.with_options(read_threads=1).batch(64))
+    four = served(ds.with_options(read_threads=4).shuffle(2).batch(64))
+    assert by_id(one) == by_id(four) and set(by_id(one)) == set(range(1, ROWS, 2))
+    rows = np.concatenate([batch["row"] for batch in one])
+    ids = np.concatenate([batch["id"] for batch in one])
+    # the fragment's first row plus the place among its kept rows: fragments of 100 rows keep 50 each
+    np.testing.assert_array_equal(rows, (ids // 100) * 100 + (ids % 100) // 2)
