@@ -47,6 +47,7 @@ _EXPORTS = {
     "EpochIterator": ".pipeline",
     "MixedDataset": ".pipeline.mix",
     "mix": ".pipeline.mix",
+    "RowRandom": ".runtime.row_random",
     "StageMetrics": ".runtime.metrics",
     "Pad": ".runtime.padding",
     "Bucket": ".runtime.bucketing",

@@ -53,7 +53,8 @@ from ..runtime.spec import EpochSpec, Op
 from .bucketed import check_bucket
 from .combinations import buckets_not_balanced, buckets_not_sharded, refuse_balanced_shards, windows_after_ops
 from .iterator import EpochIterator
-from .ops import filtering, op_identity, row_preserving
+from .ops import drops_rows, filtering, op_identity, row_preserving
+from .random_ops import RandomFn, random_op
 from .resolve import LanePositions, Resolution
 from .settings import Settings, memory_limit_bytes
 
@@ -105,9 +106,16 @@ class Dataset(Settings):
         op = row_preserving(fn, str(name or getattr(fn, "__name__", "map")))
         op.identity = op_identity(fn, name, version)  # type: ignore[attr-defined]
         if self.batch_size is None:  # an op leaving bad rows out (decode_images, skipping) has its rows counted
-            drops = getattr(op, "leaves_out_rows", False) and self.on_error == "skip"
-            return self._with(row_ops=self.row_ops + (op,), filtered=self.filtered or drops)
+            return self._with(row_ops=self.row_ops + (op,), filtered=self.filtered or drops_rows(op, self.on_error))
         return self._with(batch_ops=self.batch_ops + (op,))
+
+    def random_map(
+        self, fn: RandomFn, *, seed: int = 0, name: str | None = None, version: str | None = None
+    ) -> "Dataset":
+        """:meth:`map` before ``batch`` with ``fn(columns, rng)``: ``rng`` (a ``RowRandom``) draws per row, keyed on
+        the seed, the epoch and the row's index in the source, whatever the threads, shards, shuffle or resume."""
+        op = random_op(fn, seed=seed, name=name, version=version, batched=self.batch_size is not None)
+        return self._with(row_ops=self.row_ops + (op,), filtered=self.filtered or drops_rows(op, self.on_error))
 
     def filter(
         self, predicate: Callable[[Chunk], np.ndarray], *, name: str | None = None, version: str | None = None

@@ -132,6 +132,11 @@ def filtering(predicate: Callable[[Chunk], np.ndarray], name: str) -> Callable[[
     return op
 
 
+def drops_rows(op: Op, on_error: str) -> bool:
+    """Whether ``op`` leaves bad rows out one by one (``decode_images`` under ``on_error="skip"``): rows to count."""
+    return bool(getattr(op, "leaves_out_rows", False)) and on_error == "skip"
+
+
 def identity_of(op: Op) -> str:
     return str(getattr(op, "identity", getattr(op, "__name__", "op")))
 

@@ -19,6 +19,7 @@ from ..errors import BadInputReport
 from ..files.arrow import TEXT_AS_ARROW
 from ..memory import default_read_threads
 from ..runtime.reader import in_order, read_fragment
+from ..runtime.rows import first_rows
 from ..runtime.spec import Op
 
 T = TypeVar("T")
@@ -45,11 +46,13 @@ def fragment_pass(
     chosen = range(len(fragments)) if indices is None else indices
 
     arrow = text_as_arrow and not row_ops  # a map or filter is given NumPy, as in an epoch
+    starts = first_rows(fragments) if row_ops else []  # a random_map draws as in epoch 0
 
     def work(index: int) -> T | None:
         token = TEXT_AS_ARROW.set(arrow)
         try:
-            chunk = read_fragment(fragments[index], row_ops, report, decode_bytes=decode_bytes)
+            first = starts[index] if starts else 0
+            chunk = read_fragment(fragments[index], row_ops, report, decode_bytes=decode_bytes, first_row=first)
         finally:
             TEXT_AS_ARROW.reset(token)
         return None if chunk is None else summarise(index, chunk)

@@ -75,6 +75,7 @@ def produce_epoch(
         metrics=metrics,
         decode_bytes=layout.decode_bytes,
         tuner=spec.tuner,
+        epoch=spec.epoch,
     )
 
     def finish_reading() -> None:

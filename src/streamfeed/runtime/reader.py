@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, T
 from ..core import Chunk, Fragment, chunk_len
 from ..errors import BadInputReport, CorruptFileError, DataError
 from ..memory import decoding_within
-from .rows import fragment_rows
+from .rows import first_rows, fragment_rows
 
 if TYPE_CHECKING:
     from .autotune import Autotuner
@@ -34,6 +34,9 @@ def read_fragment(
     report: BadInputReport,
     metrics: "StageMetrics | None" = None,
     decode_bytes: int | None = None,
+    *,
+    epoch: int = 0,
+    first_row: int = 0,
 ) -> Chunk | None:
     """Reads one fragment and applies the per-fragment ops.
 
@@ -51,9 +54,11 @@ def read_fragment(
     (wall and CPU time, rows, bytes) is recorded; the ops are timed by
     their wrappers (:meth:`StageMetrics.timed_op`). ``decode_bytes`` bounds
     what one item may decode to, in the read and the ops
-    (:func:`~streamfeed.memory.decoding_within`).
+    (:func:`~streamfeed.memory.decoding_within`). ``epoch`` and ``first_row``
+    (the fragment's first row in the source) are what a per-row random op
+    keys its draws on (``runtime/row_random.py``).
     """
-    with fragment_rows(report, fragment.path, fragment.location) as rows:
+    with fragment_rows(report, fragment.path, fragment.location, epoch=epoch, first_row=first_row) as rows:
         try:
             with decoding_within(decode_bytes):
                 chunk = fragment.read() if metrics is None else _timed_read(fragment, metrics)
@@ -161,8 +166,11 @@ class OrderedReader:
         metrics: "StageMetrics | None" = None,
         decode_bytes: int | None = None,
         tuner: "Autotuner | None" = None,
+        epoch: int = 0,
     ) -> None:
         self._fragments = fragments
+        self._epoch = epoch
+        self._first_rows: list[int] | None = None  # computed at the first read: metadata only
         self._decode_bytes = decode_bytes
         self._metrics = metrics
         self._order = list(order)
@@ -189,10 +197,21 @@ class OrderedReader:
 
     def _submit(self, index: int) -> concurrent.futures.Future:
         fragment = self._fragments[index]
-        args = (fragment, self._row_ops, self._report, self._metrics, self._decode_bytes)
+        if self._first_rows is None:
+            self._first_rows = first_rows(self._fragments)
+        read = functools.partial(
+            read_fragment,
+            fragment,
+            self._row_ops,
+            self._report,
+            self._metrics,
+            self._decode_bytes,
+            epoch=self._epoch,
+            first_row=self._first_rows[index],
+        )
         if self._tuner is not None:
-            return self._pool.submit(_told_read, self._tuner, *args)
-        return self._pool.submit(read_fragment, *args)
+            return self._pool.submit(_told_read, self._tuner, read)
+        return self._pool.submit(read)
 
     def close(self) -> None:
         if isinstance(self._pool, TunedPool):
@@ -202,13 +221,13 @@ class OrderedReader:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _told_read(tuner: "Autotuner", *args: Any) -> Chunk | None:
+def _told_read(tuner: "Autotuner", read: Callable[[], Chunk | None]) -> Chunk | None:
     """:func:`read_fragment`, told to the tuner: wall and thread CPU time (does decoding need the CPU?), bytes held."""
     from .metrics import chunk_bytes
 
     started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        chunk = read_fragment(*args)
+        chunk = read()
     finally:
         tuner.read_done(time.perf_counter() - started, time.thread_time() - cpu_started)
     if chunk is not None:  # the bytes it holds after the ops, which the tuner's estimates follow

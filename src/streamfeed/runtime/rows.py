@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
+from ..core import Fragment
 from ..errors import BadInputReport, SkippedUnit, StreamfeedError
 
 
@@ -30,15 +32,22 @@ class FragmentRows:
     path: str
     location: str
     left_out: int = 0
+    # What a per-row random op keys its draws on (``runtime/row_random.py``): the epoch, and the fragment's
+    # first row in the source (the rows of the fragments before it in ``source.fragments``).
+    epoch: int = 0
+    first_row: int = 0
 
 
 _CURRENT: contextvars.ContextVar[FragmentRows | None] = contextvars.ContextVar("streamfeed_fragment_rows", default=None)
 
 
 @contextlib.contextmanager
-def fragment_rows(report: BadInputReport, path: str, location: str) -> Iterator[FragmentRows]:
-    """Lets the ops run inside it leave single rows of the fragment at ``path``, ``location`` out."""
-    current = FragmentRows(report, path, location)
+def fragment_rows(
+    report: BadInputReport, path: str, location: str, *, epoch: int = 0, first_row: int = 0
+) -> Iterator[FragmentRows]:
+    """Lets the ops run inside it leave single rows of the fragment at ``path``, ``location`` out,
+    and tells them the ``epoch`` and the fragment's ``first_row`` in the source."""
+    current = FragmentRows(report, path, location, epoch=epoch, first_row=first_row)
     token = _CURRENT.set(current)
     try:
         yield current
@@ -68,3 +77,14 @@ def rows_left_out() -> int:
     """Rows the ops of the current fragment have left out so far (0 outside a fragment's ops)."""
     current = _CURRENT.get()
     return 0 if current is None else current.left_out
+
+
+def fragment_key() -> tuple[int, int] | None:
+    """``(epoch, first row in the source)`` of the fragment whose ops are running (None outside them)."""
+    current = _CURRENT.get()
+    return None if current is None else (current.epoch, current.first_row)
+
+
+def first_rows(fragments: Sequence[Fragment]) -> list[int]:
+    """Each fragment's first row in the source: the rows of the fragments before it (from metadata)."""
+    return [0, *itertools.accumulate(fragment.num_rows for fragment in fragments)][: len(fragments)]

@@ -1,4 +1,4 @@
-"""Column transforms for ``Dataset.map``: image decoding and scaling from stats.
+"""Column transforms for ``Dataset.map``: image decoding and scaling from stats; augmentations for ``random_map``.
 
 Each is a plain function over a dict of NumPy arrays. Nothing is imported
 until a name is used, so importing this package loads no source module.
@@ -10,6 +10,13 @@ from importlib import import_module
 from typing import Any
 
 _WHERE = {
+    "compose": ".augment",
+    "random_affine": ".augment",
+    "random_brightness_contrast": ".augment",
+    "random_crop": ".augment",
+    "random_flip": ".augment",
+    "random_resized_crop": ".augment",
+    "random_rotation": ".augment",
     "decode_images": ".images",
     "clip_to_quantiles": ".stats",
     "min_max_scale": ".stats",
