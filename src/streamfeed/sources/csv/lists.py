@@ -89,7 +89,8 @@ def split_list_columns(
         if spec.name not in table.column_names:
             continue
         array, rows = _convert(table[spec.name], spec, tokens_null, stop_at_first=not skip)
-        converted[spec.name] = array
+        if array is not None:
+            converted[spec.name] = array
         for row, token in rows.items():
             bad.setdefault(row, (spec.name, token))
     if bad and not skip:
@@ -116,8 +117,11 @@ def _spec(lists: Sequence[ListColumn], name: str) -> ListColumn:
 
 def _convert(
     column: pa.ChunkedArray, spec: ListColumn, tokens_null: pa.Array, stop_at_first: bool
-) -> tuple[pa.Array, dict[int, str]]:
-    """The column as ``large_list<kind>`` (a bad row as an empty list) and its bad rows' first bad tokens."""
+) -> tuple[pa.Array | None, dict[int, str]]:
+    """The column as ``large_list<kind>`` (a bad row as an empty list) and its bad rows' first bad tokens.
+
+    ``stop_at_first``: only the first bad row is looked for, and no column (None) is returned with it.
+    """
     text = pc.utf8_trim_whitespace(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
     null = pc.or_kleene(pc.is_null(text), pc.is_in(text, value_set=tokens_null)).fill_null(True)
     empty = pc.or_(null, pc.equal(text, "")).fill_null(True)
@@ -125,6 +129,8 @@ def _convert(
     lengths = pc.list_value_length(parts).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     tokens = pc.utf8_trim_whitespace(pc.list_flatten(parts))
     bad = {} if casts(tokens, spec.kind) else _bad_rows(tokens, lengths, spec.kind, stop_at_first)
+    if bad and stop_at_first:
+        return None, bad  # raised by the caller: later bad tokens were not looked for
     if bad:
         in_bad = np.zeros(len(lengths), dtype=bool)
         in_bad[list(bad)] = True

@@ -102,10 +102,11 @@ def read_range(
     """Reads rows ``[start, stop)`` of every column into ``out`` (arrays of stop-start rows).
 
     One contiguous slice per dataset; a ragged column's rows are put in
-    ``out`` as a new :class:`~streamfeed.core_ragged.Ragged` (:func:`empty_out` leaves them out); a compound dataset shared by several
-    columns is read once. Unless ``allow_external``, each dataset's storage
-    is checked again first (the file may have been replaced since it was
-    opened), unless ``checked`` says this same file passed already. In
+    ``out`` as a new :class:`~streamfeed.core_ragged.Ragged` (:func:`empty_out`
+    leaves them out); a compound dataset shared by several columns is read
+    once. Unless ``allow_external``, each dataset's storage is checked again
+    first (the file may have been replaced since it was opened), unless
+    ``checked`` says this same file passed already. In
     streamfeed's read threads the file stays open for the thread's next
     read (:func:`_kept_file`).
     """
