@@ -81,7 +81,7 @@ def test_shuffled_padded_batches_hold_every_row_once(path):
 
 
 def _small(tmp_path: Path) -> Path:
-    rows = [[0, "1 2", "0.5", ""], [1, "", "", ""], [2, "NA", "1", ""], [3, "4 5 6", "null", ""], [4, "9", "2;3", ""]]
+    rows = [[0, "1 2", "0.5", ""], [1, "", "", ""], [2, "NA", "1", ""], [3, "4 5 6", "null", ""], [4, "9", "2; 3 ", ""]]
     return _write(tmp_path / "small.csv", rows)
 
 
