@@ -119,6 +119,7 @@ CHANGED: dict[str, dict[str, Any]] = {
         "header": False,
         "column_names": ["p", "q", "r"],
         "column_types": {"a": "float32"},
+        "list_columns": {"a": (" ", "int64")},
         "null_values": ["NA1"],
         "strings_can_be_null": True,
         "quote_char": "'",

@@ -116,6 +116,7 @@ def read_csv(
     header: bool = True,
     column_names: Sequence[str] | None = None,
     column_types: Mapping[str, TypeSpec] | None = None,
+    list_columns: Mapping[str, tuple[str, TypeSpec]] | None = None,
     null_values: Sequence[str] | None = None,
     strings_can_be_null: bool = False,
     quote_char: str | None = '"',
@@ -145,6 +146,15 @@ def read_csv(
         column_types: ``{column: type}`` (``"float32"``, ``np.int64``,
             ``pa.string()``, ...); other columns' types are inferred from the
             first MiB of every file and then fixed for the whole dataset.
+        list_columns: ``{column: (delimiter, type)}``, e.g.
+            ``{"tokens": (" ", "int32")}``: the column's text is split on the
+            delimiter into numbers of that type and served as ragged rows
+            (:class:`~streamfeed.core_ragged.Ragged`; ``batch(pad=Pad())``
+            pads them). An empty field is an empty list; a field that is a
+            null token (``null_values`` but ``""``) is a null for ``nulls=``
+            (``fill={"tokens": []}``); a token that is not a number raises
+            naming file, line and column, or skips the row under
+            ``on_error="skip"``. Not with ``strings_can_be_null=True``.
         null_values: tokens that make a value null; default
             :data:`DEFAULT_NULL_VALUES` (``""``, ``NA``, ``NaN``, ``null``, ...).
             They apply to numeric columns; string columns keep them as text
@@ -190,6 +200,7 @@ def read_csv(
         header=header,
         column_names=column_names,
         column_types=column_types,
+        list_columns=list_columns,
         null_values=null_values,
         strings_can_be_null=strings_can_be_null,
         quote_char=quote_char,

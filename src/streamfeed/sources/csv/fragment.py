@@ -41,7 +41,8 @@ from ...files import inflate as _inflate
 from ...files.arrow import Where, table_to_chunk
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
 from .files import CLI_FIX_ENCODING, CLI_FIX_QUOTES, CLI_FIX_TYPES, _open_stream
-from .messages import casts, left_out_records, preview, too_long_error, too_long_reason
+from .lists import split_list_columns
+from .messages import casts, left_out_records, preview, record_of_table_row, too_long_error, too_long_reason
 from .nulltokens import has_nan, tokens_fail_or_are_nan
 from .options import PARSE_BLOCK_BYTES, _Options, first_bad_encoding
 from .scan import LongRecord, long_records, record_lines
@@ -450,6 +451,12 @@ class CsvFragment:
         for _, line, reason in sorted(left_out, key=lambda item: item[0]):  # in file order
             options.report.add(SkippedUnit(self.path, f"line {line}", reason, 1))
         bad_records = left_out_records(invalid, too_long)
+        if options.lists:  # declared list columns: split and converted; rows with a bad token left out (skip)
+            line_of = self._line_of_table_row(bad_records)
+            table, dropped = split_list_columns(
+                table, options.lists, options.null_values, self.path, line_of, skip, options.report
+            )
+            bad_records = sorted(bad_records + [record_of_table_row(bad_records, row) for row in dropped])
         return table_to_chunk(
             table,
             options.policy,
@@ -487,12 +494,8 @@ class CsvFragment:
     def _line_of_table_row(self, bad_records: Sequence[int]) -> Callable[[int], int | str]:
         """Table row -> physical line, computed only when a message asks."""
 
-        def line_of(index: int) -> int | str:
-            record = index
-            for bad in bad_records:  # the table lacks the skipped ragged records
-                if bad <= record:
-                    record += 1
-            return self._line(self._record_lines(), record + 1)
+        def line_of(index: int) -> int | str:  # the table lacks the skipped records
+            return self._line(self._record_lines(), record_of_table_row(bad_records, index) + 1)
 
         return line_of
 

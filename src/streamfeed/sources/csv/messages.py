@@ -55,6 +55,15 @@ def left_out_records(invalid: Sequence[tuple], too_long: Sequence[LongRecord]) -
     return sorted([number - 1 for number, *_ in invalid if number is not None] + [r.number - 1 for r in too_long])
 
 
+def record_of_table_row(bad_records: Sequence[int], index: int) -> int:
+    """The fragment's 0-based record of table row ``index``, the table lacking ``bad_records`` (sorted)."""
+    record = index
+    for bad in bad_records:
+        if bad <= record:
+            record += 1
+    return record
+
+
 def casts(column: pa.Array, kind: pa.DataType) -> bool:
     """Whether every value of ``column`` converts to ``kind``."""
     try:

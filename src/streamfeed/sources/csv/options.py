@@ -61,6 +61,7 @@ class _Options:
     policy: ColumnPolicy
     report: BadInputReport
     decimal: str = "."
+    lists: tuple[Any, ...] = ()  # lists.ListColumn: columns parsed as text, split into ragged rows
 
     @property
     def quote_byte(self) -> int | None:

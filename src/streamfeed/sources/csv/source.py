@@ -73,6 +73,7 @@ from .files import (
     head_bytes,
 )
 from .fragment import CsvFragment, ParseHints
+from .lists import list_columns_of
 from .options import (
     DEFAULT_NULL_VALUES,
     SNIFF_DELIMITERS,
@@ -104,6 +105,28 @@ DEFAULT_FRAGMENT_BYTES = 16 << 20
 logger = logging.getLogger("streamfeed")
 
 
+def _check_lists(lists: Sequence[Any], user_types: Mapping[str, pa.DataType], strings_can_be_null: bool) -> None:
+    """Refuses ``list_columns`` that collide with ``column_types``, or with ``strings_can_be_null``."""
+    both = sorted(spec.name for spec in lists if spec.name in user_types)
+    if both:
+        raise ArgumentError(
+            describe(
+                f"Columns {both} are in both column_types and list_columns",
+                expected="each column in one of them: list_columns sets the type of its values",
+            )
+        )
+    if lists and strings_can_be_null:
+        raise ArgumentError(
+            describe(
+                "list_columns cannot be combined with strings_can_be_null=True",
+                expected="strings_can_be_null=False (the default)",
+                found="strings_can_be_null=True, which makes an empty field null in every text column "
+                "(pyarrow's option), where an empty list field must read as an empty list",
+                fix="leave strings_can_be_null out; a list field equal to a null token is still a null",
+            )
+        )
+
+
 # ------------------------------------------------------------------ source
 class CsvSource(AlikeRows):
     """Opens CSV input: header, delimiter, exact counts and byte-range fragments."""
@@ -120,6 +143,7 @@ class CsvSource(AlikeRows):
         header: bool = True,
         column_names: Sequence[str] | None = None,
         column_types: Mapping[str, TypeSpec] | None = None,
+        list_columns: Mapping[str, tuple[str, TypeSpec]] | None = None,
         null_values: Sequence[str] | None = None,
         strings_can_be_null: bool = False,
         quote_char: str | None = '"',
@@ -146,6 +170,9 @@ class CsvSource(AlikeRows):
         self._null_values = tuple(DEFAULT_NULL_VALUES if null_values is None else null_values)
         self._strings_can_be_null = strings_can_be_null
         user_types = {name: _arrow_type(spec, name) for name, spec in (column_types or {}).items()}
+        lists = list_columns_of(list_columns)
+        _check_lists(lists, user_types, strings_can_be_null)
+        user_types.update({spec.name: pa.string() for spec in lists})  # parsed as text, split by the fragment
         if decimal is not None and decimal not in (".", ","):
             raise ArgumentError(describe("Invalid decimal", expected="'.' or ','", found=repr(decimal)))
         if delimiter is None or decimal is None:
@@ -189,16 +216,19 @@ class CsvSource(AlikeRows):
             )
         unknown = [name for name in user_types if name not in names]
         if unknown:
+            keyword = "list_columns" if all(name in (list_columns or {}) for name in unknown) else "column_types"
             raise SchemaError(
                 describe(
-                    f"column_types names columns {unknown} that are not in the data",
+                    f"{keyword} names columns {unknown} that are not in the data",
                     where=self.root,
                     expected=f"names among {names}",
                 )
             )
         self._columns = tuple(columns)
         types = _unify_types(good, self._columns, user_types)
-        self.schema = pa.schema([(name, types[name]) for name in self._columns])
+        lists = tuple(spec for spec in lists if spec.name in self._columns)
+        served = {spec.name: pa.large_list(spec.kind) for spec in lists}
+        self.schema = pa.schema([(name, served.get(name, types[name])) for name in self._columns])
         options = _Options(
             filesystem=self.filesystem,
             delimiter=delimiter,
@@ -211,6 +241,7 @@ class CsvSource(AlikeRows):
             policy=policy,
             report=self.report,
             decimal=decimal,
+            lists=lists,
         )
         hints = ParseHints()
         self.fragments = [

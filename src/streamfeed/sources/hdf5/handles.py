@@ -10,8 +10,9 @@ or rewritten since (``os.stat``) is opened afresh.
 
 ``processes=N`` reads fragments in N worker processes instead
 (:class:`ProcessReader`; each writes into shared memory that the fragment
-copies out once); see ``benchmarks/hdf5.py`` for when that pays. Both paths
-read through :func:`read_range`, which applies the external-storage guard
+copies out once; a ragged column, whose size is known only once read,
+comes back pickled instead); see ``benchmarks/hdf5.py`` for when that pays.
+Both paths read through :func:`read_range`, which applies the external-storage guard
 (``guard.py``) before each dataset is touched.
 """
 
@@ -21,12 +22,12 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, MutableMapping, Sequence
 
 import numpy as np
 
 from ...core import Chunk
-from .catalog import Column, load_h5py
+from .catalog import Column, load_h5py, ragged_rows
 from .guard import CheckedFiles, file_identity, open_identity, refuse_outside_data
 
 
@@ -94,16 +95,18 @@ def read_range(
     columns: Sequence[Column],
     start: int,
     stop: int,
-    out: Mapping[str, np.ndarray],
+    out: MutableMapping[str, Any],
     allow_external: bool = False,
     checked: CheckedFiles | None = None,
 ) -> None:
     """Reads rows ``[start, stop)`` of every column into ``out`` (arrays of stop-start rows).
 
-    One contiguous slice per dataset; a compound dataset shared by several
-    columns is read once. Unless ``allow_external``, each dataset's storage
-    is checked again first (the file may have been replaced since it was
-    opened), unless ``checked`` says this same file passed already. In
+    One contiguous slice per dataset; a ragged column's rows are put in
+    ``out`` as a new :class:`~streamfeed.core_ragged.Ragged` (:func:`empty_out`
+    leaves them out); a compound dataset shared by several columns is read
+    once. Unless ``allow_external``, each dataset's storage is checked again
+    first (the file may have been replaced since it was opened), unless
+    ``checked`` says this same file passed already. In
     streamfeed's read threads the file stays open for the thread's next
     read (:func:`_kept_file`).
     """
@@ -132,7 +135,7 @@ def _read_datasets(
     columns: Sequence[Column],
     start: int,
     stop: int,
-    out: Mapping[str, np.ndarray],
+    out: MutableMapping[str, Any],
     allow_external: bool,
     checked: CheckedFiles | None,
 ) -> None:
@@ -147,6 +150,9 @@ def _read_datasets(
             else:
                 refuse_outside_data(handle, name, path)
         dataset = dataset_at(name)
+        if len(wanted) == 1 and wanted[0].vlen is not None:
+            out[wanted[0].name] = ragged_rows(dataset[start:stop], wanted[0].vlen)
+            continue
         if len(wanted) == 1 and wanted[0].field is None:
             if stop > start:
                 dataset.read_direct(out[wanted[0].name], np.s_[start:stop])
@@ -157,10 +163,13 @@ def _read_datasets(
             out[column.name][...] = values if column.index is None else values[:, column.index]
 
 
-def empty_out(columns: Sequence[Column], rows: int, buffer: Any = None) -> dict[str, np.ndarray]:
-    """Arrays for ``rows`` rows of every column, fresh or laid out in ``buffer``."""
-    out, offset = {}, 0
+def empty_out(columns: Sequence[Column], rows: int, buffer: Any = None) -> dict[str, Any]:
+    """Arrays for ``rows`` rows of every fixed-size column, fresh or laid out in ``buffer`` (ragged: read fills)."""
+    out: dict[str, Any] = {}
+    offset = 0
     for column in columns:
+        if column.vlen is not None:
+            continue
         shape = (rows, *column.shape)
         if buffer is None:
             out[column.name] = np.empty(shape, dtype=column.dtype)
@@ -172,18 +181,27 @@ def empty_out(columns: Sequence[Column], rows: int, buffer: Any = None) -> dict[
 
 
 def _process_read(
-    path: str, columns: Sequence[Column], start: int, stop: int, shm_name: str, allow_external: bool
-) -> None:
-    """Worker-process side of ``processes=N``: reads rows into the named shared memory."""
+    path: str, columns: Sequence[Column], start: int, stop: int, shm_name: str | None, allow_external: bool
+) -> dict[str, Any]:
+    """Worker-process side of ``processes=N``: reads rows into the named shared memory.
+
+    Returns the ragged columns (pickled back: their size is known only once read).
+    """
     from multiprocessing import shared_memory
 
+    if shm_name is None:  # no fixed-size column
+        out: dict[str, Any] = {}
+        read_range(path, columns, start, stop, out, allow_external)
+        return out
     # The parent owns and unlinks the block. Spawned workers share the
     # parent's resource tracker, so attaching here registers nothing new.
     block = shared_memory.SharedMemory(name=shm_name)
     try:
         out = empty_out(columns, stop - start, block.buf)
         read_range(path, columns, start, stop, out, allow_external)
+        ragged = {c.name: out[c.name] for c in columns if c.vlen is not None}
         del out
+        return ragged
     finally:
         block.close()
 
@@ -212,16 +230,20 @@ class ProcessReader:
         from multiprocessing import shared_memory
 
         rows = stop - start
-        size = rows * sum(c.row_bytes for c in columns)
-        if size == 0:
+        size = rows * sum(c.fixed_row_bytes for c in columns)
+        ragged = any(c.vlen is not None for c in columns)
+        if size == 0 and not ragged:
             return empty_out(columns, rows)
+        if size == 0:
+            return self._get().submit(_process_read, path, list(columns), start, stop, None, allow_external).result()
         block = shared_memory.SharedMemory(create=True, size=size)
         try:
-            self._get().submit(_process_read, path, list(columns), start, stop, block.name, allow_external).result()
+            lists = self._get().submit(_process_read, path, list(columns), start, stop, block.name, allow_external)
+            chunk = lists.result()  # the worker has filled the block
             views = empty_out(columns, rows, block.buf)
-            chunk = {name: view.copy() for name, view in views.items()}
+            chunk.update({name: view.copy() for name, view in views.items()})
             del views
-            return chunk
+            return {c.name: chunk[c.name] for c in columns}
         finally:
             block.close()
             block.unlink()

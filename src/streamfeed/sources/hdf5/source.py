@@ -41,7 +41,7 @@ from ...core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_se
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, SchemaError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
 from ...files.stamps import Stamps, stamps_field, take_stamps, unchanged
-from .catalog import Column, check_encoding, check_filters, decode_text, load_h5py, read_catalog
+from .catalog import Column, check_encoding, check_filters, decode_text, load_h5py, mean_vlen_length, read_catalog
 from .guard import CheckedFiles, refuse_outside_data
 from .handles import ProcessReader, empty_out, read_range
 from .names import served_name
@@ -87,6 +87,7 @@ class HDF5Fragment:
             else:
                 out = empty_out(self._columns, self.num_rows)
                 read_range(self.path, self._columns, self.start, self.stop, out, self._allow_external, self._checked)
+                out = {c.name: out[c.name] for c in self._columns}  # ragged columns were added last
             return decode_text(out, self._columns, self.path, self.start)
         except (OSError, KeyError, ValueError, RuntimeError) as exc:
             if isinstance(exc, CorruptFileError):
@@ -219,7 +220,7 @@ class HDF5Source(AlikeRows):
                     )
                 chosen[name] = catalog[key]
         columns = tuple(
-            Column(name, e.dataset, e.field, e.index, e.dtype, e.shape, e.text) for name, e in chosen.items()
+            Column(name, e.dataset, e.field, e.index, e.dtype, e.shape, e.text, e.vlen) for name, e in chosen.items()
         )
         lengths = {column.label: chosen[column.name].rows for column in columns}
         first_label, first_rows = next(iter(lengths.items()))
@@ -238,14 +239,21 @@ class HDF5Source(AlikeRows):
             if not self._allow_external:
                 refuse_outside_data(handle, dataset, path)
             check_filters(handle[dataset], path)
+        columns = tuple(  # measured only once the guard passed: nothing outside the file is read
+            dataclasses.replace(c, mean_length=mean_vlen_length(handle[c.dataset])) if c.vlen is not None else c
+            for c in columns
+        )
         for column in columns:
-            if column.dtype.hasobject or column.dtype.kind in "OV":
+            if column.vlen is None and (column.dtype.hasobject or column.dtype.kind in "OV"):
                 raise SchemaError(
                     describe(
                         f"Column {column.name!r} ({column.label}) has dtype {column.dtype}, "
-                        "which is not a fixed-size NumPy type",
+                        "which is not a fixed-size NumPy type nor a 1-D variable-length dataset of numbers",
                         where=path,
-                        fix="store variable-length data as fixed-size arrays (pad), or leave this column out",
+                        fix=(
+                            "store lists of numbers as a 1-D dataset of h5py.vlen_dtype(<number type>) "
+                            "(read as ragged rows), or fixed-size arrays, or leave this column out"
+                        ),
                     )
                 )
             if column.text is not None:
