@@ -143,14 +143,14 @@ _FIT = textwrap.dedent(
     import keras
     import streamfeed as sf
 
-    path = sys.argv[1]
+    path, length = sys.argv[1], (None if sys.argv[2] == "longest" else int(sys.argv[2]))
     # An empty row masks every step: the masked average would divide by zero (NaN loss), so empty rows are left out.
     ds = sf.read_parquet(path).filter(lambda c: c["tok"].lengths() > 0, name="nonempty").shuffle(1, window=3)
-    ds = ds.batch(32, pad=sf.Pad(length=24, truncate="end"))
+    ds = ds.batch(32, pad=sf.Pad(length=length, truncate="end"))
     data = ds.to_keras(features=["tok"], label="y", dtype="int32")
     keras.utils.set_random_seed(0)
     model = keras.Sequential([
-        keras.Input(shape=(24,), dtype="int32"),
+        keras.Input(shape=(length,), dtype="int32"),
         keras.layers.Embedding(1000, 8, mask_zero=True),
         keras.layers.GlobalAveragePooling1D(),
         keras.layers.Dense(1, activation="sigmoid"),
@@ -166,12 +166,18 @@ _FIT = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("length", ["24", "longest"])  # one shape, or each batch's longest row (its own shape)
 @pytest.mark.parametrize("backend", ["jax", "tensorflow", "torch"])
-def test_keras_fits_padded_sequences_with_a_masking_embedding(tokens, backend):
+def test_keras_fits_padded_sequences_with_a_masking_embedding(tokens, backend, length):
     path, truth = tokens
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": SRC}
     proc = subprocess.run(
-        [sys.executable, "-c", _FIT, str(path)], env=env, capture_output=True, text=True, timeout=240, check=False
+        [sys.executable, "-c", _FIT, str(path), length],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]

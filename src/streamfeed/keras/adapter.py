@@ -241,8 +241,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     # ------------------------------------------- Keras data adapter (see feeds)
     def get_tf_dataset(self) -> Any:
         class_weight = class_weight_for_caller()
-        # Bucketed, a batch's sequence length is its bucket's: only the first batch's rank is fixed.
-        varying = self.dataset.bucket is not None
+        # Bucketed or padded to each batch's longest row, a batch's sequence length is its own: only the rank is fixed.
+        varying = self.dataset.varying_shapes
         return feeds.tf_dataset(
             self._peek(class_weight), lambda: self._epoch_batches(class_weight), self._feed_from, varying=varying
         )

@@ -284,6 +284,11 @@ class MixedDataset:
         return None
 
     @property
+    def varying_shapes(self) -> bool:
+        """A mixture's batches have one shape: its components serve rows, it batches them by ``batch_size``."""
+        return False
+
+    @property
     def reports(self) -> dict[str, BadInputReport]:
         return {name: dataset.report for name, dataset in self.datasets}
 

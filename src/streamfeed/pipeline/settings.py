@@ -70,6 +70,12 @@ class Settings:
     def shuffled(self) -> bool:
         return self.seed is not None
 
+    @property
+    def varying_shapes(self) -> bool:
+        """Whether a batch's dimensions past the first may differ from batch to batch: bucketed (each bucket its
+        boundary), or padded to each batch's longest row. The TensorFlow feed then fixes only the rank."""
+        return self.bucket is not None or any(getattr(op, "varies_shape", False) for op in self.batch_ops)
+
 
 def memory_limit_bytes(value: object) -> int:
     """``with_options(memory_limit=...)`` in bytes: a whole byte count, or a size as the CLI takes it.

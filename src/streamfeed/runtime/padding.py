@@ -92,6 +92,7 @@ class Pad:
 
         pad.__name__ = "pad"
         pad.identity = self.identity()  # type: ignore[attr-defined]
+        pad.varies_shape = self.length is None  # type: ignore[attr-defined]  # each batch its longest row
         return pad
 
 
