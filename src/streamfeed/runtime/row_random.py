@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import ArgumentError, describe
 from .mixing import GOLDEN, splitmix64
 
 _U = np.uint64
@@ -92,7 +93,7 @@ class RowRandom:
         """Integers (``int64``) uniform in ``[low, high)``; ``low``/``high`` may be per-row arrays."""
         low_, high_ = np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64)
         if np.any(high_ <= low_):
-            raise ValueError(f"integers(low, high) needs high > low, got low={low!r}, high={high!r}")
+            raise ArgumentError(describe(f"integers(low, high) needs high > low, got low={low!r}, high={high!r}"))
         span = (high_ - low_).astype(np.float64)
         unit = self.uniform(size=size)
         if span.ndim:  # one range per row, broadcast over the row's values

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..core import Chunk
+from ..errors import ArgumentError, SchemaError, UnknownNameError, describe
 from ..runtime.row_random import RowRandom
 
 Augmentation = Callable[[Chunk, RowRandom], Chunk]
@@ -53,7 +54,9 @@ def random_brightness_contrast(
     """Adds a brightness offset uniform in ±``brightness`` (a fraction of the full range) and scales the
     contrast around each image's mean by a factor uniform in ``[1 - contrast, 1 + contrast]``."""
     if not 0.0 <= brightness <= 1.0 or not 0.0 <= contrast <= 1.0:
-        raise ValueError(f"brightness and contrast must lie in [0, 1], got {brightness!r} and {contrast!r}")
+        raise ArgumentError(
+            describe(f"brightness and contrast must lie in [0, 1], got {brightness!r} and {contrast!r}")
+        )
 
     def adjust(chunk: Chunk, rng: RowRandom) -> Chunk:
         images = _images(chunk, column)
@@ -76,7 +79,9 @@ def random_crop(size: tuple[int, int], *, column: str = "image") -> Augmentation
         images = _images(chunk, column)
         rows, full_height, full_width = images.shape[:3]
         if height > full_height or width > full_width:
-            raise ValueError(f"random_crop({size}) of images of {full_height} x {full_width}: the crop is larger")
+            raise ArgumentError(
+                describe(f"random_crop({size}) of images of {full_height} x {full_width}: the crop is larger")
+            )
         top = rng.integers(0, full_height - height + 1)
         left = rng.integers(0, full_width - width + 1)
         index = np.arange(rows)[:, None, None]
@@ -99,7 +104,9 @@ def random_resized_crop(
     A box that does not fit is shrunk to fit (no retries: one draw per row, whatever the image)."""
     height, width = _size(size)
     if not 0.0 < scale[0] <= scale[1] <= 1.0 or not 0.0 < ratio[0] <= ratio[1]:
-        raise ValueError(f"scale must lie in (0, 1] and ratio be positive, low <= high: got {scale!r}, {ratio!r}")
+        raise ArgumentError(
+            describe(f"scale must lie in (0, 1] and ratio be positive, low <= high: got {scale!r}, {ratio!r}")
+        )
 
     def resized_crop(chunk: Chunk, rng: RowRandom) -> Chunk:
         images = _images(chunk, column)
@@ -131,7 +138,9 @@ def random_affine(
     ±``shear_degrees``, zooms it by a factor in ``zoom`` and shifts it by up to ±``translate`` of its
     size; pixels from outside the image are ``fill``. Same size out as in."""
     if degrees < 0 or shear_degrees < 0 or not 0.0 <= translate <= 1.0 or not 0.0 < zoom[0] <= zoom[1]:
-        raise ValueError("random_affine needs degrees, shear_degrees >= 0, translate in [0, 1], 0 < zoom low <= high")
+        raise ArgumentError(
+            describe("random_affine needs degrees, shear_degrees >= 0, translate in [0, 1], 0 < zoom low <= high")
+        )
 
     def affine(chunk: Chunk, rng: RowRandom) -> Chunk:
         images = _images(chunk, column)
@@ -214,12 +223,16 @@ def _bilinear(images: np.ndarray, x: np.ndarray, y: np.ndarray, fill: float | No
 
 def _images(chunk: Chunk, column: str) -> np.ndarray:
     if column not in chunk:
-        raise ValueError(f"no column {column!r} to augment (columns: {sorted(chunk)})")
+        raise UnknownNameError(describe(f"No column {column!r} to augment", expected=f"one of {sorted(chunk)}"))
     images = np.asarray(chunk[column])
     if images.dtype == object or images.ndim not in (3, 4):
-        raise ValueError(
-            f"column {column!r} must hold images of one size, shape (rows, height, width[, channels]); "
-            f"found {images.dtype} of shape {images.shape}: decode with a size (decode_images(size=...))"
+        raise SchemaError(
+            describe(
+                f"Column {column!r} does not hold images of one size",
+                expected="shape (rows, height, width[, channels])",
+                found=f"{images.dtype} of shape {images.shape}",
+                fix="decode with a size (decode_images(size=...), read_images(size=...))",
+            )
         )
     return images
 
@@ -234,13 +247,13 @@ def _as_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def _size(size: tuple[int, int]) -> tuple[int, int]:
     height, width = (int(n) for n in size)
     if height < 1 or width < 1:
-        raise ValueError(f"size must be (height, width) of at least 1 pixel each, got {size!r}")
+        raise ArgumentError(describe(f"size must be (height, width) of at least 1 pixel each, got {size!r}"))
     return height, width
 
 
 def _check_probability(p: float) -> None:
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"p must lie in [0, 1], got {p!r}")
+        raise ArgumentError(describe(f"p must lie in [0, 1], got {p!r}"))
 
 
 def _named(fn: Augmentation, name: str) -> Augmentation:
