@@ -236,6 +236,9 @@ def read_hdf5(
             fields by the pandas column names (its ``index`` left out). All
             columns of a file
             must have the same length: a mismatch raises, naming both.
+            A 1-D dataset of ``h5py.vlen_dtype(<number type>)`` is served as
+            ragged rows (:class:`~streamfeed.core_ragged.Ragged`; pad them
+            with ``batch(..., pad=sf.Pad())``).
         rows_per_fragment: rows per fragment, rounded down to a multiple of
             the HDF5 chunk rows (at least one chunk); by default about
             8 MiB of rows.
