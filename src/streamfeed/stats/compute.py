@@ -19,7 +19,7 @@ a small range: a counting pass and one hash per distinct value), hence only
 on integer columns by default (``distinct=``); a string column's counts
 ~80 ns (pyarrow's conversion and hash count; 25 ns for a column handed as
 an Arrow array). On a CSV of 2.5 M rows x 6 columns with a 1 000-value
-string the pass costs 1.37x an iteration epoch's CPU (1.58x before; see
+string the pass costs 1.08-1.26x an iteration epoch's CPU (4.11x before issue 28;
 ``benchmarks/stats_csv.py``), nearly all of the rest in the CSV parse the
 epoch pays too.
 
