@@ -1,0 +1,164 @@
+"""SQL benchmark: a PostgreSQL table into training batches, streamfeed ``read_sql`` vs. pandas ``read_sql`` chunks.
+
+A real PostgreSQL server (Debian's ``initdb`` + ``pg_ctl``, started in a
+temporary directory on loopback by ``tests/sources/sql/_postgres.py`` and
+stopped by pid) holds ``--rows`` rows of ``id bigint primary key``, eight
+``real`` features and an ``int`` label, loaded with ``psql \\copy``. One
+epoch each, every approach in a fresh process, interleaved ``--repeat``
+times (each approach's least CPU is kept), batches of 1024 rows as a model
+takes them (``x (1024, 8)`` float32, ``y``):
+
+* ``streamfeed``: ``read_sql(url, table=..., key="id")`` (ADBC: Arrow pages
+  of keyset ranges, ``fragment_rows=50_000``), ``batch(1024)``, the feature
+  matrix stacked per batch; the open (the exact count and key boundaries in
+  one snapshot) is timed too;
+* ``streamfeed_shuffled``: the same with ``shuffle(seed=1)``;
+* ``pandas``: ``pandas.read_sql("SELECT ... ORDER BY id", engine,
+  chunksize=65536)`` over SQLAlchemy + psycopg 3, each chunk stacked and cut
+  into batches (the generator users write; no shuffle, no resume, no count).
+
+Printed: rows/s, CPU seconds per million rows (process CPU, all threads; the
+server's CPU is not counted), peak RSS, and each approach against pandas.
+The pandas path needs ``pip install 'psycopg[binary]' 'sqlalchemy>=2.0.42'`` (pandas 3's minimum), which
+the tests do not.
+
+Usage::
+
+    python benchmarks/sql.py                  # 2 M rows
+    python benchmarks/sql.py --rows 10000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import _common as C
+
+SCRIPT = str(Path(__file__).resolve())
+TABLE = "events"
+FEATURES = [f"f{i}" for i in range(8)]
+APPROACHES = {
+    "streamfeed": "streamfeed read_sql (ADBC) -> batch(1024)",
+    "streamfeed_shuffled": "streamfeed read_sql (ADBC) -> shuffle -> batch(1024)",
+    "pandas": "pandas read_sql(chunksize=65536) over SQLAlchemy + psycopg",
+}
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load(server, rows: int) -> None:
+    """The table, written as CSV in blocks and copied in by psql (a real writer)."""
+    path = server.root / f"{TABLE}.csv"
+    rng = np.random.default_rng(0)
+    with open(path, "w") as handle:
+        for start in range(0, rows, 500_000):
+            n = min(500_000, rows - start)
+            block = np.column_stack(
+                [np.arange(start, start + n), rng.normal(size=(n, 8)).round(4), rng.integers(0, 2, n)]
+            )
+            np.savetxt(handle, block, delimiter=",", fmt=["%d"] + ["%.4f"] * 8 + ["%d"])
+    columns = ", ".join(f"{name} real" for name in FEATURES)
+    server.psql(f"DROP TABLE IF EXISTS {TABLE}", f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, {columns}, y int)")
+    server.psql(f"\\copy {TABLE} FROM '{path}' WITH (FORMAT csv)", "VACUUM ANALYZE")
+    path.unlink()
+
+
+def worker(approach: str, url: str) -> dict:
+    started, cpu = C.now(), _cpu()
+    count = 0
+    if approach.startswith("streamfeed"):
+        import streamfeed as sf
+
+        data = sf.read_sql(url, table=TABLE, key="id")
+        if approach == "streamfeed_shuffled":
+            data = data.shuffle(seed=1)
+        with data.batch(1024).iter_epoch(0) as stream:
+            for batch in stream:
+                x = np.column_stack([batch[name] for name in FEATURES])
+                count += len(x)
+    else:
+        import pandas as pd
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+        query = f"SELECT id, {', '.join(FEATURES)}, y FROM {TABLE} ORDER BY id"
+        with engine.connect() as connection:
+            for frame in pd.read_sql(query, connection, chunksize=65_536):
+                x_all = frame[FEATURES].to_numpy(np.float32)
+                y_all = frame["y"].to_numpy()
+                for at in range(0, len(x_all), 1024):
+                    x, _ = x_all[at : at + 1024], y_all[at : at + 1024]
+                    count += len(x)
+        engine.dispose()
+    seconds, cpu_seconds = C.now() - started, _cpu() - cpu
+    return {
+        "rows": count,
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "rows_per_s": count / seconds,
+        "peak_rss": C.peak_rss(),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--repeat", type=int, default=2, help="interleaved runs; each approach's least CPU is kept")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--approach", help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        C.emit(worker(args.approach, args.url))
+        return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sources" / "sql"))
+    from _postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        load(server, args.rows)
+        load_start = os.getloadavg()[0]
+        results: dict[str, dict] = {}
+        for _ in range(max(1, args.repeat)):
+            for approach in APPROACHES:
+                result = C.run_worker(SCRIPT, ["--approach", approach, "--url", server.url], timeout=3600)
+                print(
+                    f"  {approach}: { {k: v for k, v in result.items() if k != 'error'} }", file=sys.stderr, flush=True
+                )
+                if "error" in result:
+                    print(f"  {approach} failed: {str(result['error'])[-500:]}", file=sys.stderr)
+                    continue
+                best = results.get(approach)
+                if best is None or result["cpu_seconds"] < best["cpu_seconds"]:
+                    results[approach] = result
+    finally:
+        server.remove()
+    base = results.get("pandas", {}).get("cpu_seconds")
+    rows = []
+    for approach, result in results.items():
+        rows.append(
+            [
+                APPROACHES[approach],
+                C.rate(result["rows_per_s"]),
+                f"{result['cpu_seconds'] / result['rows'] * 1e6:.2f}",
+                C.mib(result["peak_rss"]),
+                f"{result['cpu_seconds'] / base:.2f}x" if base else "-",
+            ]
+        )
+    print(f"{args.rows:,} rows x 10 columns in PostgreSQL on loopback")
+    print(f"command: {C.command_line()}; load average {load_start:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+    print(C.table(["approach", "rows/s", "CPU s/Mrow", "peak RSS MiB", "CPU / pandas"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
