@@ -11,6 +11,14 @@ share of pad values among the values served, the counting pass that
 bucketing runs once for its steps (``len``), and the epoch's CPU and wall
 seconds per million rows through ``iter_epoch``. The data is generated
 into a temporary directory and removed.
+
+Beside them, in the same process and on the same rows, tf.data's own
+answers fed from memory (the whole column as one ``tf.RaggedTensor``,
+``from_tensor_slices``, ``shuffle(20_000)``): ``padded_batch(64)`` and
+``bucket_by_sequence_length`` with the same buckets padded to their
+boundaries (tf.data's boundaries are exclusive: ``17, 33, ...``). Their
+CPU is the process's over the epoch, TF's threads included, as for
+streamfeed. ``--no-tf`` leaves them out.
 """
 
 from __future__ import annotations
@@ -64,10 +72,56 @@ def measure(name: str, dataset: sf.Dataset) -> dict:
     }
 
 
+def measure_tf(name: str, path: Path) -> dict:
+    """One shuffled epoch of a tf.data pipeline over the file's rows held in memory (see the module doc)."""
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    table = pq.read_table(path)
+    column = table["tok"].combine_chunks()
+    lengths = np.diff(column.offsets.to_numpy())
+    tokens = tf.RaggedTensor.from_row_lengths(column.values.to_numpy(), lengths)
+    data = tf.data.Dataset.from_tensor_slices((tokens, table["y"].to_numpy())).shuffle(20_000, seed=0)
+    data = data.map(lambda tok, y: (tf.identity(tok), y))  # a row of a ragged_rank-1 tensor is a dense 1-D tensor
+    if name.startswith("tf.data padded_batch"):
+        data = data.padded_batch(64)
+    else:
+        data = data.bucket_by_sequence_length(
+            lambda tok, y: tf.shape(tok)[0],
+            bucket_boundaries=[b + 1 for b in BOUNDARIES],
+            bucket_batch_sizes=[64] * (len(BOUNDARIES) + 1),
+            pad_to_bucket_boundary=True,
+        )
+    shapes: set[tuple[int, ...]] = set()
+    rows = values = real = 0
+    started, cpu = time.perf_counter(), time.process_time()
+    for tok, _ in data.as_numpy_iterator():
+        shapes.add(tok.shape)
+        rows += len(tok)
+        values += tok.size
+        real += int(np.count_nonzero(tok))  # token ids are >= 1: the non-zeros are the values
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {
+        "variant": name,
+        "steps": None,
+        "shapes": len(shapes),
+        "pad_share": round(1 - real / values, 3),
+        "count_pass_s": None,
+        "epoch_cpu_s_per_mrow": round(cpu / rows * 1e6, 2),
+        "epoch_wall_s_per_mrow": round(wall / rows * 1e6, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--no-tf", action="store_true", help="leave out the tf.data pipelines")
     args = parser.parse_args()
+    import os
+
+    print(json.dumps({"command": "python benchmarks/bucketing.py", "rows": args.rows, "load": os.getloadavg()[0]}))
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "tokens.parquet"
         write(path, args.rows)
@@ -80,6 +134,10 @@ def main() -> None:
         }
         for name, dataset in variants.items():
             print(json.dumps(measure(name, dataset)))
+        if not args.no_tf:
+            for name in ("tf.data padded_batch(64)", "tf.data bucket_by_sequence_length, 64 rows each"):
+                print(json.dumps(measure_tf(name, path)))
+        print(json.dumps({"load_at_end": os.getloadavg()[0]}))
 
 
 if __name__ == "__main__":
