@@ -28,11 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+import _common as C
 import streamfeed as sf
 
 
 def _file(rows: int) -> Path:
-    path = Path.home() / ".cache" / "streamfeed" / "bench" / f"lists-{rows}.csv"
+    path = C.DEFAULT_DATA_DIR / f"lists-{rows}.csv"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

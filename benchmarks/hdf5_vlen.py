@@ -29,12 +29,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+import _common as C
 import streamfeed as sf
 from streamfeed.sources.hdf5.catalog import ragged_rows
 
 
 def _file(rows: int) -> Path:
-    path = Path.home() / ".cache" / "streamfeed" / "bench" / f"vlen-{rows}.h5"
+    path = C.DEFAULT_DATA_DIR / f"vlen-{rows}.h5"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

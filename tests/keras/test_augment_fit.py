@@ -10,14 +10,11 @@ loss of that batch, so ``fit`` was given those pixels.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _run_driver import run_driver
 from PIL import Image
 
 pytestmark = pytest.mark.backend
@@ -37,16 +34,7 @@ def write_folder(root: Path) -> Path:
 
 
 def run(backend: str, root: Path) -> dict:
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER), json.dumps({"root": str(root)})],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    return run_driver(DRIVER, backend, {"root": str(root)})
 
 
 def test_every_backend_fits_on_the_same_augmented_images(tmp_path):

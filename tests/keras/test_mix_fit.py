@@ -6,14 +6,11 @@ Keras fixes its backend at import, so each run is a subprocess
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _run_driver import run_driver
 
 pytestmark = pytest.mark.backend
 
@@ -22,16 +19,7 @@ DRIVER = Path(__file__).parent / "_mix_driver.py"
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
 def test_a_mixture_trains_with_its_quotas_and_resumes_mid_epoch(backend, tmp_path):
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER), json.dumps({"dir": str(tmp_path)})],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    result = run_driver(DRIVER, backend, {"dir": str(tmp_path)})
     assert result["backend"] == backend
     assert len(result["loss"]) == 2 and all(math.isfinite(loss) for loss in result["loss"])
     first, second = result["epoch_ids"]
