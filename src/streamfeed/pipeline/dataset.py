@@ -29,34 +29,33 @@ thread pool.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generator, Literal, Mapping, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence, TypeVar, cast
 
 import numpy as np
 
 from ..core import Chunk, Source
 from ..errors import ArgumentError, describe
-from ..memory import Layout
-from ..plan import EpochPlan, Remainder
+from ..plan import Remainder
 from ..runtime.assembly import MatrixColumns
 from ..runtime.autotune import Autotune
 from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
 from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
-from ..runtime.spec import EpochSpec, Op
+from ..runtime.spec import Op
 from .bucketed import check_bucket
 from .combinations import buckets_not_balanced, buckets_not_sharded, refuse_balanced_shards, windows_after_ops
 from .iterator import EpochIterator
 from .ops import drops_rows, filtering, op_identity, row_preserving
+from .queries import Queries
 from .random_ops import RandomFn, random_op
-from .resolve import LanePositions, Resolution
-from .settings import Settings, memory_limit_bytes
+from .resolve import Resolution
+from .settings import memory_limit_bytes
 
 if TYPE_CHECKING:
     from ..keras.adapter import KerasDataset
@@ -67,7 +66,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Dataset(Settings):
+class Dataset(Queries):
     """A description of how to stream a source; iterate it to run it.
 
     Build one with a reader such as :func:`streamfeed.read_parquet`, then
@@ -351,75 +350,6 @@ class Dataset(Settings):
         """
         return self._with(pack=pack, matrix=matrix)
 
-    # ------------------------------------------------------------------ sizing
-    def fragment_rows(self) -> list[int]:
-        """Rows each fragment yields after per-fragment ops (counted once if unknown)."""
-        return self.resolution.fragment_rows()
-
-    def epoch_plan(self, epoch: int) -> EpochPlan:
-        """The read units for ``epoch`` (with their sampled sizes when balanced)."""
-        return self.resolution.epoch_plan(epoch)
-
-    def layout(self) -> Layout:
-        """Buffer sizes chosen for the memory limit, with their estimated bytes."""
-        return self.resolution.layout()
-
-    def fragment_pass(
-        self,
-        summarise: Callable[[int, Chunk], T],
-        *,
-        threads: int | None = None,
-        name: str = "pass",
-        text_as_arrow: bool = False,
-    ) -> Generator[T | None, None, None]:
-        """``summarise(index, chunk)`` of every fragment read through the per-fragment ops, in fragment order.
-
-        The one pass behind counting after filters, ``compute_stats`` and
-        ``inspect --quality`` (:func:`streamfeed.pipeline.passes.fragment_pass`):
-        read in a bounded pool under the error policy (None for a fragment
-        skipped as bad); close the iterator, or exhaust it, to stop its threads.
-        """
-        return self.resolution.fragment_pass(summarise, threads=threads, name=name, text_as_arrow=text_as_arrow)
-
-    def num_rows(self, epoch: int = 0) -> int:
-        """Rows this shard yields per epoch (before last-batch dropping; sharded: filler rows included)."""
-        return self.resolution.positions.rows(epoch)
-
-    def num_batches(self, epoch: int = 0, *, state: Mapping[str, Any] | None = None) -> int:
-        """Batches this shard yields in ``epoch``, or from a saved ``state`` to its epoch's end."""
-        if self.batch_size is None:
-            raise ArgumentError(describe("num_batches needs batches", fix="call batch() first, or use num_rows()"))
-        positions = self.resolution.positions
-        return positions.batches_left(*positions.start(epoch, state))
-
-    def __len__(self) -> int:
-        return self.num_batches() if self.batch_size else self.num_rows()
-
-    def epoch_spec(self, epoch: int) -> EpochSpec:
-        """This dataset resolved for one epoch: all the runtime reads (see ``runtime/spec.py``)."""
-        return self.resolution.epoch_spec(epoch)
-
-    # ---------------------------------------------------------------- sharding
-    def shard_report(self, epoch: int = 0) -> dict:
-        """How ``epoch`` is dealt: rows, lanes, this worker's lanes, steps, and the rows left out or padded."""
-        positions = self.resolution.positions
-        if not isinstance(positions, LanePositions):
-            raise ArgumentError(describe("shard_report() needs shard()", fix="call .shard(index, count) first"))
-        lanes = positions.lanes(epoch)
-        return {
-            "epoch": epoch,
-            "rows": lanes.rows,
-            "lanes": lanes.count,
-            "lane_rows": lanes.length,
-            "remainder": lanes.remainder,
-            "dropped_rows": lanes.dropped,
-            "dropped": [lanes.rows - lanes.dropped, lanes.rows] if lanes.dropped else None,  # rows [a, b) of the order
-            "padded_rows": lanes.padded,
-            "worker": [self.shard_index, self.shard_count],
-            "worker_lanes": list(positions.worker_lanes()),
-            "steps": positions.steps(epoch) if self.batch_size else None,
-        }
-
     # --------------------------------------------------------------- iterating
     def iter_epoch(
         self, epoch: int = 0, *, state: Mapping[str, Any] | None = None, metrics: "bool | StageMetrics | None" = None
@@ -437,15 +367,6 @@ class Dataset(Settings):
 
     def __iter__(self) -> "EpochIterator":
         return self.iter_epoch(0)
-
-    # ------------------------------------------------------------------- state
-    def fingerprint(self) -> dict:
-        """What a saved state must match to be restored into this pipeline: data and order settings, no machine's."""
-        return copy.deepcopy(self.resolution.fingerprint())
-
-    def initial_state(self, epoch: int = 0) -> dict:
-        """The state at the start of ``epoch``: restoring it starts that epoch afresh."""
-        return self.resolution.positions.initial_state(epoch)
 
     # --------------------------------------------------------------- balancing
     def balance(
