@@ -262,3 +262,25 @@ def test_batches_served_to_evaluate_and_predict_are_not_kept(tmp_path):
     model.evaluate(train, verbose=0)  # before: its 8 batches were kept (up to 256: +111 MiB over a 64 MiB limit)
     model.predict(train, verbose=0)
     assert not monitor._kept
+
+
+def test_the_estimate_does_not_depend_on_how_long_the_model_trained():
+    """Warm-up margins (every row misranked in the first epochs) do not count: only the last epochs' margins do.
+
+    A mean over all epochs (the AUM) read 100 % here after 6 epochs and 10 % after 20; the share of rows
+    misranked in each of their last three measurements reads the flipped share at both.
+    """
+    ids = np.arange(200)
+    flipped = ids % 10 == 0
+    readings = {}
+    ledger = MarginLedger()
+    for epoch in range(1, 21):
+        ledger.begin_epoch()
+        warm = epoch <= 3
+        margins = np.where(flipped | warm, -1.0, 0.5)
+        margins[(ids % 10 == 5) & (epoch % 2 == 0)] = -0.2  # a clean row the model still gets wrong every other epoch
+        ledger.add(ids, np.zeros(len(ids)), margins, np.zeros(len(ids)))
+        readings[epoch] = ledger.noise_rate()
+    assert readings[6] == readings[20] == pytest.approx(0.1)
+    assert readings[2] == 1.0  # before the model has fit anything, every row is misranked in all its measurements
+    assert {row["id"] for row in ledger.suspects()} == set(ids[flipped].tolist())  # the rows the estimate counts

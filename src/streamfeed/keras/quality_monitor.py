@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import ArgumentError, describe
 from ..inspect.image_quality import BRIGHT, DARK, laplacian_variance
 from ..inspect.suspects_html import write_suspects_html
-from .label_noise import MarginLedger, margins_and_losses
+from .label_noise import RECENT, MarginLedger, margins_and_losses
 
 logger = logging.getLogger("streamfeed")
 # Batches kept at most: Keras's read-ahead (TensorFlow's feed pulls blocks of up to 64 batches, keras/feeds.py)
@@ -62,17 +62,20 @@ class DataQualityMonitor(keras.callbacks.Callback):
             and one ``label=`` (class ids or one-hot).
         every: measure every ``every``-th batch of an epoch (1: all of them).
         max_rows: track at most this many rows, a uniform sample chosen by
-            id hash (memory: about 170 bytes per tracked row, plus the id's
+            id hash (memory: about 190 bytes per tracked row, plus the id's
             own size for string ids); ``None``: every row.
-        threshold: the mean margin (AUM) below which a row is a suspect.
+        threshold: the margin below which a row is misranked (0: another
+            class scores above the given label).
         verbose: also print the per-epoch line, not only log it.
 
     Method: the area under the margin (AUM, Pleiss et al. 2020), the mean
     over training of each row's margin between its given label's score and
     the largest other one, thresholded at 0 instead of with an extra fake
-    class (a callback cannot add one to the user's model): the estimated
-    noise rate is the share of rows whose AUM is negative. Why, and its
-    biases, in :mod:`.label_noise` and ``docs/self-healing.md``.
+    class (a callback cannot add one to the user's model), ranks the
+    suspects; the estimated noise rate is the share of rows misranked in
+    each of their last three measurements, so that warm-up epochs do not
+    count and the estimate does not fall with training length alone. Why,
+    and its biases, in :mod:`.label_noise` and ``docs/self-healing.md``.
 
     Refused with :class:`~streamfeed.errors.ArgumentError` (training stops,
     as a wrong estimate would be worse than none): outputs holding NaN or
@@ -194,7 +197,7 @@ class DataQualityMonitor(keras.callbacks.Callback):
         self.history.append(stats)
         line = (
             f"epoch {epoch + 1}: estimated label noise {100 * stats['label_noise_rate']:.1f} % "
-            f"of {len(self.ledger)} rows tracked (AUM < {self.ledger.threshold:g}); "
+            f"of {len(self.ledger)} rows tracked (misranked in their last {RECENT} measurements); "
             f"{stats['measure_seconds']:.2f} s measuring {stats['rows_measured']:.0f} rows"
         )
         if "image_blur_median" in stats:
@@ -239,7 +242,7 @@ class DataQualityMonitor(keras.callbacks.Callback):
         return self.ledger.noise_rate()
 
     def suspects(self, top: int | None = None) -> list[dict[str, Any]]:
-        """Suspect rows, most suspect first (every row below the threshold, or the ``top`` lowest AUM)."""
+        """Suspect rows, most suspect first (the rows the estimate counts, or the ``top`` lowest AUM)."""
         found = self.ledger.suspects(top)
         for row in found:
             if isinstance(row["id"], str) and os.path.isfile(row["id"]):
