@@ -57,6 +57,7 @@ from ..runtime.spec import Op
 from .dataset import Dataset
 from .mix_epoch import MixedEpoch, MixStart, advance, make_mix_state, parse_mix_state
 from .mix_order import BLOCK_ROWS, EpochOrder, MixOrder, largest_remainder
+from .mix_report import ServedRows, mixing_report
 
 if TYPE_CHECKING:
     from ..keras.adapter import KerasDataset
@@ -134,6 +135,7 @@ class MixedDataset:
     pack: Op | None = None
     matrix: MatrixColumns | None = None
     starts: _Starts = field(default_factory=_Starts, compare=False, repr=False)
+    served: ServedRows = field(default_factory=ServedRows, compare=False, repr=False)  # mixing_report's
 
     # ------------------------------------------------------------ components
     @property
@@ -231,7 +233,12 @@ class MixedDataset:
                 describe("Invalid last_batch for a mix", expected="'keep' or 'drop'", found=repr(last_batch))
             )
         return dataclasses.replace(
-            self, batch_size=batch_size, last_batch=last_batch, stratified=bool(stratified), starts=_Starts()
+            self,
+            batch_size=batch_size,
+            last_batch=last_batch,
+            stratified=bool(stratified),
+            starts=_Starts(),
+            served=ServedRows(),
         )
 
     def shard(self, index: int, count: int) -> MixedDataset:
@@ -242,7 +249,7 @@ class MixedDataset:
             raise ArgumentError(
                 describe("Invalid shard", expected="0 <= index < count", found=f"index={index}, count={count}")
             )
-        mixed = dataclasses.replace(self, shard_index=index, shard_count=count, starts=_Starts())
+        mixed = dataclasses.replace(self, shard_index=index, shard_count=count, starts=_Starts(), served=ServedRows())
         if mixed.samples < 1:
             raise ArgumentError(
                 describe(
@@ -258,7 +265,7 @@ class MixedDataset:
 
         A state saved under the old weights still resumes its epoch with them; the new ones apply from the next.
         """
-        mixed = dataclasses.replace(self, weights=weights, starts=_Starts())
+        mixed = dataclasses.replace(self, weights=weights, starts=_Starts(), served=ServedRows())
         if not callable(weights):
             _checked_weights(self.names, weights)
         return mixed
@@ -310,6 +317,10 @@ class MixedDataset:
         if self.batch_size is None:
             raise ArgumentError(describe("A mix is served in batches", fix="call .batch(batch_size) on the mix"))
         return self.batch_size
+
+    def mixing_report(self, epoch: int | None = None) -> dict[str, Any]:
+        """What ``epoch`` (default: the latest served) mixed: per component weight, quota, rows served, share."""
+        return mixing_report(self, epoch)
 
     def quotas(self, epoch: int = 0) -> dict[str, int]:
         """Rows each component gives ``epoch`` under ``exhausted="repeat"`` (largest remainder, ties by name)."""

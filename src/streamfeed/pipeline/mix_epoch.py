@@ -31,6 +31,7 @@ from ..core import Chunk, chunk_len, slice_chunk
 from ..errors import DataError, SchemaError, StateError, describe
 from .iterator import EpochIterator
 from .mix_order import EpochOrder
+from .mix_report import ServedRows
 from .resolve import LanePositions, UnitPositions
 
 if TYPE_CHECKING:
@@ -145,6 +146,9 @@ class Mixture(Protocol):
     def epoch_order(self, start: MixStart) -> EpochOrder: ...
 
     def finish(self, batch: Chunk, labels: np.ndarray) -> Chunk: ...
+
+    @property
+    def served(self) -> ServedRows: ...
 
     def state_at(self, start: MixStart) -> dict: ...
 
@@ -301,6 +305,7 @@ class MixedEpoch:
         parts = [(i, self._cursors[i].take(int(count))) for i, count in enumerate(counts) if count]
         batch = assemble(parts, labels, self.mixed.names, self.mixed.columns)
         self._rows = stop
+        self.mixed.served.record(self.epoch, stop)
         return self.mixed.finish(batch, labels)
 
     @property
