@@ -55,9 +55,9 @@ from ..errors import ArgumentError, BadInputReport, SchemaError, StateError, des
 from ..runtime.assembly import MatrixColumns
 from ..runtime.spec import Op
 from .dataset import Dataset
-from .mix_epoch import MixedEpoch, MixStart, advance, make_mix_state, parse_mix_state
+from .mix_epoch import MixedEpoch, MixStart, ServedRows, advance, make_mix_state, parse_mix_state
 from .mix_order import BLOCK_ROWS, EpochOrder, MixOrder, largest_remainder
-from .mix_report import ServedRows, mixing_report
+from .mix_report import mixing_report
 
 if TYPE_CHECKING:
     from ..keras.adapter import KerasDataset

@@ -23,6 +23,7 @@ a sharded component).
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
@@ -31,7 +32,6 @@ from ..core import Chunk, chunk_len, slice_chunk
 from ..errors import DataError, SchemaError, StateError, describe
 from .iterator import EpochIterator
 from .mix_order import EpochOrder
-from .mix_report import ServedRows
 from .resolve import LanePositions, UnitPositions
 
 if TYPE_CHECKING:
@@ -39,6 +39,27 @@ if TYPE_CHECKING:
 
 STATE_VERSION = 1
 _FIX = "restore a state saved by this same mixture (same components, seed, samples_per_epoch, batch and shard)"
+
+
+class ServedRows:
+    """The furthest row served of each mixed epoch seen in this run, for ``mix_report`` (thread-safe: Keras feeds
+    from threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[int, int] = {}
+
+    def record(self, epoch: int, rows: int) -> None:
+        with self._lock:
+            self._rows[epoch] = max(self._rows.get(epoch, 0), int(rows))
+
+    def latest(self) -> int | None:
+        with self._lock:
+            return max(self._rows) if self._rows else None
+
+    def get(self, epoch: int) -> int:
+        with self._lock:
+            return self._rows.get(epoch, 0)
 
 
 class MixStart(NamedTuple):

@@ -4,43 +4,41 @@ The quotas are exact, so what an epoch realises is a function of how far
 it got: the order of the epoch (:class:`~streamfeed.pipeline.mix_order.MixOrder`)
 says how many of the first ``n`` rows each component gave
 (``MixOrder.consumed``). A :class:`ServedRows` therefore keeps one number
-per epoch, the furthest row served, never a count that a resumed or
-restarted epoch could add twice; a resumed epoch reports the rows served
+per epoch (``mix_epoch.ServedRows``), the furthest row served, never a
+count that a resumed or restarted epoch could add twice; a resumed epoch reports the rows served
 before the resume too, as they are part of that epoch.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ArgumentError, describe
-
-if TYPE_CHECKING:
-    from .mix import MixedDataset
-
-
-class ServedRows:
-    """The furthest row served of each mixed epoch seen in this run (thread-safe: Keras feeds from threads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rows: dict[int, int] = {}
-
-    def record(self, epoch: int, rows: int) -> None:
-        with self._lock:
-            self._rows[epoch] = max(self._rows.get(epoch, 0), int(rows))
-
-    def latest(self) -> int | None:
-        with self._lock:
-            return max(self._rows) if self._rows else None
-
-    def get(self, epoch: int) -> int:
-        with self._lock:
-            return self._rows.get(epoch, 0)
+from .mix_epoch import MixStart, ServedRows
+from .mix_order import EpochOrder
 
 
-def mixing_report(mixed: MixedDataset, epoch: int | None = None) -> dict[str, Any]:
+class Mixed(Protocol):
+    """What the report reads of a ``mix.MixedDataset`` (which imports this module)."""
+
+    @property
+    def served(self) -> ServedRows: ...
+
+    @property
+    def stratified(self) -> bool: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    @property
+    def epoch_rows(self) -> tuple[int, ...]: ...
+
+    def start_of(self, epoch: int) -> MixStart: ...
+
+    def epoch_order(self, start: MixStart) -> EpochOrder: ...
+
+
+def mixing_report(mixed: Mixed, epoch: int | None = None) -> dict[str, Any]:
     """``epoch``'s mix (default: the latest one served): per component its weight, target share, quota, rows
     served so far and their share, its own rows per epoch, how many passes over it the quota makes, and the
     component epochs the quota reads from (``exhausted="repeat"`` moves into the next ones)."""
