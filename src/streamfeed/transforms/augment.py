@@ -41,8 +41,12 @@ def random_flip(
         out = images
         for axis, chosen in ((2, horizontal), (1, vertical)):
             if chosen:
-                mask = rng.bernoulli(p).reshape((-1,) + (1,) * (images.ndim - 1))
-                out = np.where(mask, np.flip(out, axis=axis), out)
+                # Only the drawn rows are written flipped into a copy: 0.20 ms an image of 224² x 3 against
+                # 0.43 for np.where over every row (which also reads the whole flipped view).
+                mask = rng.bernoulli(p)
+                flipped = np.flip(out[mask], axis=axis)
+                out = out.copy()
+                out[mask] = flipped
         return {**chunk, column: out}
 
     return _named(flip, f"random_flip({column}, horizontal={horizontal}, vertical={vertical}, p={p})")
@@ -101,7 +105,12 @@ def random_resized_crop(
 ) -> Augmentation:
     """A box of a drawn area (``scale``: a fraction of the image) and aspect (``ratio``: width over height,
     drawn log-uniformly) at a drawn place, resized to ``size``: the Inception crop of torchvision and Keras.
-    A box that does not fit is shrunk to fit (no retries: one draw per row, whatever the image)."""
+    A box that does not fit is shrunk to fit (no retries: one draw per row, whatever the image).
+
+    ``uint8`` images (grey, RGB, RGBA) are cropped and resized by Pillow's bilinear ``resize(box=...)``,
+    which widens its filter when it shrinks (antialiased, as torchvision's default): 0.63 ms an image
+    of 256² → 224² against 5.7 ms for the NumPy resampling that other dtypes get (which samples the box
+    bilinearly at each output pixel, no antialiasing; ``benchmarks/augment.py``)."""
     height, width = _size(size)
     if not 0.0 < scale[0] <= scale[1] <= 1.0 or not 0.0 < ratio[0] <= ratio[1]:
         raise ArgumentError(
@@ -117,6 +126,8 @@ def random_resized_crop(
         box_height = np.clip(np.sqrt(area / aspect), 1.0, full_height)
         left = rng.uniform() * (full_width - box_width)
         top = rng.uniform() * (full_height - box_height)
+        if _pillow_resizes(images):
+            return {**chunk, column: _pillow_crop_resize(images, left, top, box_width, box_height, (height, width))}
         inverse = np.zeros((len(images), 2, 3))  # output pixel (x, y, 1) -> input pixel (x, y)
         inverse[:, 0, 0], inverse[:, 0, 2] = box_width / width, left
         inverse[:, 1, 1], inverse[:, 1, 2] = box_height / height, top
@@ -219,6 +230,33 @@ def _bilinear(images: np.ndarray, x: np.ndarray, y: np.ndarray, fill: float | No
                 weight = weight * inside
             total += weight[..., None] * np.take(flat, index, axis=0)
     return total.reshape(x.shape + images.shape[3:])
+
+
+def _pillow_resizes(images: np.ndarray) -> bool:
+    """Whether Pillow resizes these images: ``uint8`` with no channel axis or 1, 3 or 4 channels."""
+    return images.dtype == np.uint8 and (images.ndim == 3 or images.shape[3] in (1, 3, 4))
+
+
+def _pillow_crop_resize(
+    images: np.ndarray,
+    left: np.ndarray,
+    top: np.ndarray,
+    box_width: np.ndarray,
+    box_height: np.ndarray,
+    size: tuple[int, int],
+) -> np.ndarray:
+    """Each image's box ``(left, top, width, height)`` resized to ``size`` by Pillow (bilinear; it releases
+    the GIL, so read threads resize side by side)."""
+    from PIL import Image
+
+    height, width = size
+    out = np.empty((len(images), height, width, *images.shape[3:]), dtype=np.uint8)
+    boxes = np.stack([left, top, left + box_width, top + box_height], axis=1).tolist()
+    for index, (image, box) in enumerate(zip(images, boxes)):
+        plane = image[..., 0] if image.ndim == 3 and image.shape[2] == 1 else image
+        resized = Image.fromarray(plane).resize((width, height), Image.Resampling.BILINEAR, box=tuple(box))
+        out[index] = np.asarray(resized).reshape(out.shape[1:])
+    return out
 
 
 def _images(chunk: Chunk, column: str) -> np.ndarray:
