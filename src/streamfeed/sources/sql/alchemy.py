@@ -85,17 +85,21 @@ def check_timeout(engine: Any, timeout: float | None) -> None:
 
 @contextmanager
 def deadline(raw: Any, timeout: float | None) -> Iterator[None]:
-    """A sqlite3 connection's statements interrupted once ``timeout`` seconds have passed (``sqlite3`` raises
-    ``OperationalError: interrupted``); the handler is removed afterwards."""
+    """A sqlite3 connection's statements bounded by ``timeout`` seconds: a progress handler interrupts a
+    running one (``OperationalError: interrupted``) and the busy timeout bounds the wait on another
+    connection's lock (``database is locked``); both are put back afterwards."""
     if timeout is None:
         yield
         return
     end = time.monotonic() + timeout
+    (busy,) = raw.execute("PRAGMA busy_timeout").fetchone()
+    raw.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")  # an int: nothing of the caller's interpolated
     raw.set_progress_handler(lambda: int(time.monotonic() > end), 1000)
     try:
         yield
     finally:
         raw.set_progress_handler(None, 1000)
+        raw.execute(f"PRAGMA busy_timeout = {int(busy)}")
 
 
 def execute(

@@ -469,9 +469,10 @@ def _nothing() -> Iterator[None]:
 
 
 def _timed_out(exc: BaseException) -> bool:
-    """Whether a driver error is a statement cancelled by the timeout (PostgreSQL's or SQLite's wording)."""
+    """Whether a driver error is a statement cancelled by the timeout (PostgreSQL's or SQLite's wording: a
+    progress handler's interrupt, or the busy timeout waiting on another connection's lock)."""
     text = str(exc).lower()
-    return "statement timeout" in text or "interrupted" in text
+    return any(words in text for words in ("statement timeout", "interrupted", "database is locked"))
 
 
 def _lost(exc: BaseException) -> bool:
