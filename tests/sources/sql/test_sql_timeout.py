@@ -107,9 +107,7 @@ def test_sqlite_query_that_never_ends_is_interrupted(tmp_path: Path, through: st
     """The progress handler: a recursive query counting to 10^10 is interrupted at open."""
     path = _events(tmp_path)
     connection = str(path) if through == "stdlib" else f"sqlite+pysqlite:///{path}"
-    query = (
-        "WITH RECURSIVE c(id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM c WHERE id < 10000000000) SELECT id FROM c"
-    )
+    query = "WITH RECURSIVE c(id) AS (SELECT 1 UNION ALL SELECT id + 1 FROM c WHERE id < 10000000000) SELECT id FROM c"
     with pytest.raises(NetworkError, match="interrupted") as caught:
         sf.read_sql(connection, query=query, key="id", timeout=0.5)
     assert "counting key 'id'" in str(caught.value)
