@@ -6,7 +6,10 @@ short transaction rolled back after the rows are fetched (no snapshot or
 lock is held between fragments); the rows become Arrow column by column
 (one ``pa.array`` per column, no DataFrame). The per-statement timeout is
 the dialect's own: PostgreSQL ``SET LOCAL statement_timeout``, SQLite a
-progress handler on the driver's connection (:func:`deadline`).
+progress handler on the driver's connection (:func:`deadline`). The
+statements need window functions and ``LIMIT`` (PostgreSQL, SQLite,
+MySQL 8, MariaDB, DuckDB...); a dialect without them fails at open with
+the database's own message, retold as a ``StorageError``.
 """
 
 from __future__ import annotations
