@@ -124,7 +124,7 @@ def execute(
         with deadline(raw, timeout) if handle.dialect.name == "sqlite" else _nothing():
             result = handle.execute(text(sql), bound)
             names = list(result.keys())
-            rows = [tuple(row) for row in result.fetchall()]
+            rows = list(result.fetchall())  # Row objects are tuples to zip(*rows): no copy per row
         return names, rows
     finally:
         if not explicit:
