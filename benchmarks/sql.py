@@ -13,6 +13,9 @@ takes them (``x (1024, 8)`` float32, ``y``):
   matrix stacked per batch; the open (the exact count and key boundaries in
   one snapshot) is timed too;
 * ``streamfeed_shuffled``: the same with ``shuffle(seed=1)``;
+* ``streamfeed_sqlalchemy``: the same ``read_sql`` given a
+  ``postgresql+psycopg://`` URL: the same keyset fragments through
+  SQLAlchemy Core + psycopg 3, rows to Arrow column by column;
 * ``pandas``: ``pandas.read_sql("SELECT ... ORDER BY id", engine,
   chunksize=65536)`` over SQLAlchemy + psycopg 3, each chunk stacked and cut
   into batches (the generator users write; no shuffle, no resume, no count).
@@ -25,7 +28,7 @@ the tests do not.
 Usage::
 
     python benchmarks/sql.py                  # 2 M rows
-    python benchmarks/sql.py --rows 10000000
+    python benchmarks/sql.py --rows 10000000 --repeat 1
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ FEATURES = [f"f{i}" for i in range(8)]
 APPROACHES = {
     "streamfeed": "streamfeed read_sql (ADBC) -> batch(1024)",
     "streamfeed_shuffled": "streamfeed read_sql (ADBC) -> shuffle -> batch(1024)",
+    "streamfeed_sqlalchemy": "streamfeed read_sql (SQLAlchemy + psycopg) -> batch(1024)",
     "pandas": "pandas read_sql(chunksize=65536) over SQLAlchemy + psycopg",
 }
 
@@ -78,7 +82,8 @@ def worker(approach: str, url: str) -> dict:
     if approach.startswith("streamfeed"):
         import streamfeed as sf
 
-        data = sf.read_sql(url, table=TABLE, key="id")
+        through = url.replace("postgresql://", "postgresql+psycopg://") if approach.endswith("sqlalchemy") else url
+        data = sf.read_sql(through, table=TABLE, key="id")
         if approach == "streamfeed_shuffled":
             data = data.shuffle(seed=1)
         with data.batch(1024).iter_epoch(0) as stream:

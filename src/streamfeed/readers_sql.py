@@ -16,6 +16,7 @@ from .readers import error_policy_of
 from .sources.sql import SqlSource, parse_connection
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
     from typing_extensions import Unpack
 
     from .core import NullPolicy
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def read_sql(
-    connection: str | os.PathLike,
+    connection: str | os.PathLike | Engine,
     *,
     table: str | None = None,
     query: str | None = None,
@@ -32,13 +33,16 @@ def read_sql(
     fragment_rows: int = 50_000,
     nulls: NullPolicy = "raise",
     fill: Any = None,
+    timeout: float | None = None,
     **errors: Unpack[ErrorOptions],
 ) -> Dataset:
-    """Streams a SQL table or query: PostgreSQL (through ADBC, as Arrow) or SQLite.
+    """Streams a SQL table or query: PostgreSQL (through ADBC, as Arrow), SQLite, or anything SQLAlchemy reaches.
 
     Args:
         connection: ``"postgresql://user:password@host:port/db"``,
-            ``"sqlite:///path.db"`` or a path ending ``.db``/``.sqlite``. The
+            ``"sqlite:///path.db"``, a path ending ``.db``/``.sqlite``, or a
+            SQLAlchemy ``Engine`` or URL of another scheme (``"mysql+pymysql://..."``,
+            ``"postgresql+psycopg://..."``), read through SQLAlchemy Core. The
             password never appears in errors, states, fingerprints or reports.
         table: a table (``"schema.table"`` allowed); or ``query``: a SELECT
             whose rows are read (exactly one of the two).
@@ -49,6 +53,11 @@ def read_sql(
         fragment_rows: rows per fragment (the unit of shuffling, sharding
             and resume).
         nulls, fill: the null policy, as for Parquet.
+        timeout: seconds any one statement may run (PostgreSQL
+            ``statement_timeout``, SQLite a progress handler) before it is
+            cancelled with a ``NetworkError`` naming the table and the key
+            range; None (the default): the server's own limit, usually none.
+            Not in the fingerprint (it does not change the rows).
 
     What an epoch serves is the rows counted at open: a row inserted beyond
     the last key is not served, a key range whose count changed is refused
@@ -69,5 +78,6 @@ def read_sql(
         fragment_rows=fragment_rows,
         policy=ColumnPolicy(nulls=nulls, fill=fill),
         report=report,
+        timeout=timeout,
     )
     return Dataset(source, report=report)

@@ -49,10 +49,27 @@ def sql_postgres_table(tmp_path: Path):
     return read_sql(server.url, table="contract", key="id", fragment_rows=83), ids
 
 
+def sql_postgres_sqlalchemy(tmp_path: Path):
+    """The same PostgreSQL server read through SQLAlchemy + psycopg (a URL of another scheme), fragments of 71."""
+    server = shared()
+    ids = np.arange(5, 605)
+    server.load("contract_alchemy", "id bigint PRIMARY KEY, x double precision", [(int(i), i / 2) for i in ids[::-1]])
+    url = server.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    return read_sql(url, table="contract_alchemy", key="id", fragment_rows=71), ids
+
+
+def sql_sqlite_sqlalchemy(tmp_path: Path):
+    """A SQLite file read through SQLAlchemy's pysqlite dialect, fragments of 89 rows."""
+    ids = np.arange(640)
+    return read_sql(f"sqlite+pysqlite:///{_sqlite(tmp_path, ids)}", table="rows", key="id", fragment_rows=89), ids
+
+
 FACTORIES = [
     pytest.param(sql_sqlite_table, id="sql-sqlite-table"),
     pytest.param(sql_sqlite_query_text_key, id="sql-sqlite-query-text-key"),
     pytest.param(sql_postgres_table, id="sql-postgres-table"),
+    pytest.param(sql_postgres_sqlalchemy, id="sql-postgres-sqlalchemy"),
+    pytest.param(sql_sqlite_sqlalchemy, id="sql-sqlite-sqlalchemy"),
 ]
 
 

@@ -1,4 +1,5 @@
-"""SQL databases as sources: PostgreSQL through ADBC (Arrow), SQLite through the standard library.
+"""SQL databases as sources: PostgreSQL through ADBC (Arrow), SQLite through the standard library, the rest
+through SQLAlchemy Core (``alchemy.py``).
 
 ``connection.py`` parses the connection string and keeps its password out
 of every text; ``source.py`` cuts a table or query into keyset ranges of a

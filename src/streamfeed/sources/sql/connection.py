@@ -9,6 +9,10 @@ A password given in the string is needed to connect and nowhere else: the
 :class:`Connection`'s ``repr``, ``identity()`` (what fingerprints and states
 record) and :meth:`Connection.scrub` (applied to every driver message
 streamfeed quotes) show ``user@host:port/db`` and never the password.
+
+A SQLAlchemy ``Engine``, or a URL whose scheme is neither of those two
+(``mysql+pymysql://``, ``postgresql+psycopg://``, ``sqlite+pysqlite://``...),
+is read through SQLAlchemy Core (``alchemy.py``), named the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...errors import ArgumentError, MissingDependencyError, NetworkError, NotFoundError, StorageError, describe
+from . import alchemy
 
-Dialect = Literal["sqlite", "postgresql"]
+Dialect = Literal["sqlite", "postgresql", "sqlalchemy"]
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 CONNECT_TIMEOUT_S = 10
 
@@ -36,6 +41,7 @@ class Connection:
     name: str  # "sqlite:/abs/path.db" or "postgresql://user@host:port/db": safe to show
     _uri: str = field(repr=False, compare=False)  # the full string, password included: only for connecting
     _secrets: tuple[str, ...] = field(repr=False, compare=False, default=())
+    engine: Any = field(repr=False, compare=False, default=None)  # the SQLAlchemy Engine ("sqlalchemy" only)
 
     def __repr__(self) -> str:
         return f"Connection({self.name!r})"
@@ -51,8 +57,32 @@ class Connection:
                 text = text.replace(secret, "***")
         return text
 
-    def connect(self, what: str) -> Any:
-        """A new DB-API connection (sqlite3, or ADBC's for PostgreSQL); ``what`` names the table in errors."""
+    @property
+    def pools_itself(self) -> bool:
+        """A caller's SQLAlchemy Engine: its own pool keeps the idle connections (so ``engine.dispose()``
+        closes them all); an engine made here from a URL has none (NullPool) and the source's pool does."""
+        return self.dialect == "sqlalchemy" and not self._uri
+
+    @property
+    def sql_dialect(self) -> str:
+        """The SQL spoken: ``"sqlite"``, ``"postgresql"``, or the SQLAlchemy engine's dialect name."""
+        return str(self.engine.dialect.name) if self.dialect == "sqlalchemy" else self.dialect
+
+    def connect(self, what: str, timeout: float | None = None) -> Any:
+        """A new connection: sqlite3's, ADBC's for PostgreSQL (``statement_timeout`` set for its session when
+        ``timeout`` is given, in seconds), or a SQLAlchemy ``Connection``; ``what`` names the table in errors."""
+        if self.dialect == "sqlalchemy":
+            try:
+                return self.engine.connect()
+            except Exception as exc:  # noqa: BLE001  the DBAPI's OperationalError, wrapped by SQLAlchemy
+                raise NetworkError(
+                    describe(
+                        "Could not connect through SQLAlchemy",
+                        where=what,
+                        found=self.scrub(f"{type(exc).__name__}: {exc}"),
+                        fix="check that the server is running and reachable and that the user and password are right",
+                    )
+                ) from None  # the driver's exception may quote the connection string
         if self.dialect == "sqlite":
             try:
                 return sqlite3.connect(f"{Path(self._uri).as_uri()}?mode=ro", uri=True, check_same_thread=False)
@@ -75,7 +105,12 @@ class Connection:
                 )
             ) from exc
         try:
-            return pg.connect(self._uri, autocommit=True)  # no transaction left open (it would hold locks)
+            handle = pg.connect(self._uri, autocommit=True)  # no transaction left open (it would hold locks)
+            if timeout is not None:
+                cursor = handle.cursor()
+                cursor.execute(f"SET statement_timeout = {int(timeout * 1000)}")  # an int: nothing interpolated
+                cursor.close()
+            return handle
         except Exception as exc:  # the driver's OperationalError, ProgrammingError...: told as ours
             raise NetworkError(
                 describe(
@@ -87,8 +122,20 @@ class Connection:
             ) from None  # the driver's exception may quote the connection string
 
 
-def parse_connection(connection: str | os.PathLike) -> Connection:
-    """The :class:`Connection` a ``connection=`` argument names; refused (credentials hidden) if unknown."""
+def parse_connection(connection: str | os.PathLike | Any) -> Connection:
+    """The :class:`Connection` a ``connection=`` argument (a string, a path or a SQLAlchemy ``Engine``) names;
+    refused (credentials hidden) if unknown."""
+    engine = alchemy.engine_of(connection)
+    if engine is not None:
+        shown_name, hidden = alchemy.name_and_secrets(engine)
+        return Connection("sqlalchemy", shown_name, "", hidden, engine)
+    if not isinstance(connection, (str, os.PathLike)):
+        raise ArgumentError(
+            describe(
+                "connection must be a string, a path or a SQLAlchemy Engine",
+                found=type(connection).__name__,
+            )
+        )
     text = os.fspath(connection)
     if not isinstance(text, str):
         raise ArgumentError(describe("connection must be a string", found=type(text).__name__))
@@ -117,10 +164,15 @@ def parse_connection(connection: str | os.PathLike) -> Connection:
         )
         return Connection("postgresql", name, uri, tuple(secrets))
     shown = text.split("://", 1)[0] + "://…" if "://" in text else "a path without a .db/.sqlite suffix"
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):  # another scheme: a SQLAlchemy URL
+        engine = alchemy.create_engine(text, shown)
+        shown_name, hidden = alchemy.name_and_secrets(engine)
+        return Connection("sqlalchemy", shown_name, text, hidden, engine)
     raise ArgumentError(
         describe(
             "Unknown kind of SQL connection",
-            expected="'postgresql://user:password@host:port/db', 'sqlite:///path.db' or a path ending .db/.sqlite",
+            expected="'postgresql://user:password@host:port/db', 'sqlite:///path.db', a path ending .db/.sqlite, "
+            "a SQLAlchemy URL or Engine",
             found=shown,
         )
     )

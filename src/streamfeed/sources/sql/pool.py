@@ -34,8 +34,11 @@ def _close_all(idle: list[Any]) -> None:
 class ConnectionPool:
     """Up to ``size`` idle connections to one database (list append/pop: atomic, no lock)."""
 
-    def __init__(self, connection: Connection, what: str, size: int = IDLE_CONNECTIONS) -> None:
+    def __init__(
+        self, connection: Connection, what: str, size: int = IDLE_CONNECTIONS, timeout: float | None = None
+    ) -> None:
         self._connection = connection
+        self._timeout = timeout  # seconds per statement (PostgreSQL's is set once per ADBC session)
         self._what = what
         self._size = size
         self._idle: list[Any] = []
@@ -47,7 +50,7 @@ class ConnectionPool:
         try:
             handle, fresh = self._idle.pop(), False
         except IndexError:
-            handle, fresh = self._connection.connect(self._what), True
+            handle, fresh = self._connection.connect(self._what, self._timeout), True
         done = False
         try:
             yield handle, fresh

@@ -23,14 +23,23 @@ Types as for Parquet: integers, floats and booleans as themselves, text as
 strings, dates and timestamps as float64 seconds since the epoch (UTC),
 PostgreSQL ``numeric`` as float64 (ADBC hands it over as text, cast here);
 any other type is refused at open naming the column and the cast to write.
+Through SQLAlchemy (``alchemy.py``) the same statements run with bound
+parameters; the types are those of each column's first non-null value
+(``decimal.Decimal`` as float64).
+
+**Timeout.** ``timeout`` seconds bound every statement (PostgreSQL's
+``statement_timeout``, SQLite's progress handler): a stuck one fails with
+:class:`NetworkError` naming the table and the fragment's key range.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,8 +47,9 @@ import pyarrow.compute as pc
 from ...core import AlikeRows, Chunk, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, FileChangedError, NetworkError, SchemaError, StorageError, describe
 from ...files.arrow import DEFAULT_POLICY, ColumnPolicy, Where, table_to_chunk
+from . import alchemy
 from .connection import Connection
-from .pool import ConnectionPool
+from .pool import IDLE_CONNECTIONS, ConnectionPool
 
 DEFAULT_FRAGMENT_ROWS = 50_000
 _SQLITE_TYPES = {"integer": pa.int64(), "real": pa.float64(), "text": pa.string(), "blob": pa.binary()}
@@ -104,6 +114,7 @@ class SqlSource(AlikeRows):
         fragment_rows: int = DEFAULT_FRAGMENT_ROWS,
         policy: ColumnPolicy = DEFAULT_POLICY,
         report: BadInputReport | None = None,
+        timeout: float | None = None,
     ) -> None:
         if (table is None) == (query is None):
             raise ArgumentError(describe("read_sql needs exactly one of table= or query=", fix="pass one of them"))
@@ -111,7 +122,12 @@ class SqlSource(AlikeRows):
             raise ArgumentError(describe("Invalid fragment_rows", expected="an int >= 1", found=repr(fragment_rows)))
         if not isinstance(key, str) or not key:
             raise ArgumentError(describe("read_sql needs key=, a unique column to cut ranges by", found=repr(key)))
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ArgumentError(describe("Invalid timeout", expected="seconds > 0, or None", found=repr(timeout)))
+        if connection.dialect == "sqlalchemy":
+            alchemy.check_timeout(connection.engine, timeout)
         self.connection = connection
+        self.timeout = timeout
         self.key_column = key
         self.policy = policy
         self.report = report or BadInputReport()
@@ -124,10 +140,11 @@ class SqlSource(AlikeRows):
             self.what = f"query {digest} on {connection.name}"
             self._base = f"({str(query).strip().rstrip(';')})"
             relation = f"query:{digest}"
-        self.pool = ConnectionPool(connection, self.what)
+        idle = 0 if connection.pools_itself else IDLE_CONNECTIONS
+        self.pool = ConnectionPool(connection, self.what, idle, timeout=timeout)
         self._select = "*" if columns is None else ", ".join(f"q.{quote(name)}" for name in columns)
         self._key = f"q.{quote(key)}"
-        self._mark = "?" if connection.dialect == "sqlite" else "$"
+        self._mark = {"sqlite": "?", "postgresql": "$"}.get(connection.dialect, ":")
         boundaries, self.schema = self._open(fragment_rows)
         self.num_rows = 0 if not boundaries else (len(boundaries) - 1) * fragment_rows + boundaries[-1][1]
         self.fragments: list[SqlFragment] = []
@@ -148,25 +165,41 @@ class SqlSource(AlikeRows):
 
     # ------------------------------------------------------------------ queries
     def _params(self, sql: str) -> str:
-        """``sql`` with ``{1}``, ``{2}`` turned into the dialect's placeholders."""
+        """``sql`` with ``{1}``, ``{2}`` turned into the dialect's placeholders (``?``, ``$1``, ``:p1``)."""
+        marks = {"?": "?{}", "$": "${}", ":": ":p{}"}[self._mark]
         for number in (1, 2):
-            sql = sql.replace(f"{{{number}}}", "?" if self._mark == "?" else f"${number}")
+            sql = sql.replace(f"{{{number}}}", marks.replace("?{}", "?").format(number))
         return sql
 
     def _run(self, handle: Any, sql: str, params: Sequence[Any], doing: str) -> pa.Table:
         """Runs one statement on an open connection, as an Arrow table; driver failures told as ours."""
-        cursor = handle.cursor()
+        alchemized = self.connection.dialect == "sqlalchemy"
+        cursor: Any = None if alchemized else handle.cursor()
         try:
-            cursor.execute(sql, tuple(params)) if params else cursor.execute(sql)
-            if self.connection.dialect == "postgresql":
-                return cursor.fetch_arrow_table()
-            names = [item[0] for item in cursor.description or ()]
-            rows = cursor.fetchall()
+            if alchemized:
+                names, rows = alchemy.execute(handle, sql, params, self.timeout)
+                return self._sqlite_table(names, rows, doing, typed=False)
+            with alchemy.deadline(handle, self.timeout) if self._mark == "?" else _nothing():
+                cursor.execute(sql, tuple(params)) if params else cursor.execute(sql)
+                if self.connection.dialect == "postgresql":
+                    return cursor.fetch_arrow_table()
+                names = [item[0] for item in cursor.description or ()]
+                rows = cursor.fetchall()
             return self._sqlite_table(names, rows, doing)
         except (SchemaError, ArgumentError):
             raise
-        except Exception as exc:  # sqlite3.Error, ADBC's errors: nothing of the driver's escapes
-            kind = NetworkError if self.connection.dialect == "postgresql" and _lost(exc) else StorageError
+        except Exception as exc:  # sqlite3.Error, ADBC's and SQLAlchemy's errors: nothing of the driver's escapes
+            if self.timeout is not None and _timed_out(exc):
+                raise NetworkError(
+                    describe(
+                        f"A SQL query ran longer than timeout={self.timeout} seconds and was cancelled",
+                        where=f"{self.what}, {doing}",
+                        found=self.connection.scrub(f"{type(exc).__name__}: {str(exc).splitlines()[0]}"),
+                        fix="check for locks held on the table or a slow server; raise timeout= or fragment_rows "
+                        "smaller",
+                    )
+                ) from None
+            kind = NetworkError if self.connection.sql_dialect == "postgresql" and _lost(exc) else StorageError
             raise kind(
                 describe(
                     "A SQL query failed",
@@ -176,10 +209,24 @@ class SqlSource(AlikeRows):
                 )
             ) from None
         finally:
-            cursor.close()
+            if cursor is not None:
+                cursor.close()
 
     def _statement(self, handle: Any, sql: str) -> None:
         """Runs a statement without rows (BEGIN, COMMIT); a failure told as ours."""
+        if self.connection.dialect == "sqlalchemy":
+            try:
+                alchemy.begin(handle, self.timeout) if sql.startswith("BEGIN") else handle.commit()
+                return
+            except Exception as exc:  # noqa: BLE001  the driver's errors, retold
+                raise StorageError(
+                    describe(
+                        "A SQL statement failed",
+                        where=f"{self.what}, {sql}",
+                        found=self.connection.scrub(f"{type(exc).__name__}: {exc}"),
+                        fix="check that the server is up",
+                    )
+                ) from None
         cursor = handle.cursor()
         try:
             cursor.execute(sql)
@@ -240,6 +287,8 @@ class SqlSource(AlikeRows):
 
     def _schema(self, handle: Any) -> pa.Schema:
         """The served columns' Arrow types (numeric as float64), refused at open when streamfeed cannot serve one."""
+        if self.connection.dialect == "sqlalchemy":
+            return self._sampled_schema(handle)
         if self.connection.dialect == "sqlite":
             names = self._run(handle, f"SELECT {self._select} FROM {self._base} AS q WHERE 1 = 0", (), "columns")
             fields = []
@@ -280,8 +329,38 @@ class SqlSource(AlikeRows):
             fields.append(item)
         return pa.schema(fields)
 
-    def _sqlite_table(self, names: list[str], rows: list[tuple], doing: str) -> pa.Table:
-        schema = getattr(self, "schema", None)
+    def _sampled_schema(self, handle: Any) -> pa.Schema:
+        """Through SQLAlchemy: each served column's Arrow type is its first non-null value's (text if none)."""
+        names = self._run(handle, f"SELECT {self._select} FROM {self._base} AS q WHERE 1 = 0", (), "columns")
+        fields = []
+        for name in names.column_names:
+            found = self._run(
+                handle,
+                f"SELECT q.{quote(name)} FROM {self._base} AS q WHERE q.{quote(name)} IS NOT NULL LIMIT 1",
+                (),
+                f"the type of column {name!r}",
+            )
+            kind = found.schema.field(0).type if found.num_rows else pa.string()
+            kind = pa.float64() if pa.types.is_decimal(kind) else kind
+            if not (_fixed(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)) or (
+                pa.types.is_time(kind) or pa.types.is_duration(kind)
+            ):
+                raise SchemaError(
+                    describe(
+                        "A column's SQL type has no streamfeed equivalent",
+                        where=f"{self.what}, column {name!r}",
+                        expected="integers, floats, booleans, text, numeric, dates or timestamps",
+                        found=str(kind),
+                        fix=f"select it cast in query=, e.g. CAST({name} AS text) or AS double precision",
+                    )
+                )
+            fields.append(pa.field(name, kind))
+        return pa.schema(fields)
+
+    def _sqlite_table(self, names: list[str], rows: list[tuple], doing: str, typed: bool = True) -> pa.Table:
+        """Rows as Arrow, one ``pa.array`` per column: typed by the schema (sqlite3), or inferred (SQLAlchemy,
+        cast to the schema by :meth:`read_range`)."""
+        schema = getattr(self, "schema", None) if typed else None
         columns = list(zip(*rows)) if rows else [() for _ in names]
         arrays = []
         for number, name in enumerate(names):
@@ -307,11 +386,13 @@ class SqlSource(AlikeRows):
         params = (hi,) if lo is None else (lo, hi)
         for attempt in (0, 1):  # a pooled connection may have been dropped by a restarted server: one fresh try
             with self.pool.borrowed() as (handle, fresh):
+                started = time.monotonic()
                 try:
                     table = self._run(handle, sql, params, location)
                     break
                 except StorageError:
-                    if fresh or attempt:
+                    timed_out = self.timeout is not None and time.monotonic() - started >= self.timeout
+                    if fresh or attempt or timed_out:  # a timeout is not retried: it would wait as long again
                         raise
         for number, item in enumerate(self.schema):
             column = table.column(number)
@@ -324,9 +405,13 @@ class SqlSource(AlikeRows):
     # ----------------------------------------------------------------- protocol
     def _file_stamp(self) -> list[int] | None:
         """A SQLite database file's size and mtime (and its WAL's): any write changes the identity."""
-        if self.connection.dialect != "sqlite":
+        if self.connection.sql_dialect != "sqlite":
             return None
-        path = self.connection.name.removeprefix("sqlite:")
+        path = (
+            self.connection.name.removeprefix("sqlite:")
+            if self.connection.dialect == "sqlite"
+            else str(self.connection.engine.url.database or "")
+        )
         stamp: list[int] = []
         for name in (path, path + "-wal"):
             if os.path.exists(name):
@@ -347,7 +432,7 @@ class SqlSource(AlikeRows):
     def info(self) -> SourceInfo:
         """Format and schema (``core.SourceInfo``); dates and times by type, as Parquet's."""
         # SQLite: the file's stamp sees every write; PostgreSQL: count and keys only (an UPDATE in place is not seen)
-        sees = self.connection.dialect == "sqlite"
+        sees = self._stamp is not None
         return SourceInfo("sql", schema=self.schema, fragment_setting="fragment_rows", sees_values=sees)
 
     def fingerprint(self) -> dict:
@@ -376,6 +461,18 @@ def _fixed(kind: pa.DataType) -> bool:
         or pa.types.is_boolean(kind)
         or pa.types.is_temporal(kind)
     )
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a driver error is a statement cancelled by the timeout (PostgreSQL's or SQLite's wording: a
+    progress handler's interrupt, or the busy timeout waiting on another connection's lock)."""
+    text = str(exc).lower()
+    return any(words in text for words in ("statement timeout", "interrupted", "database is locked"))
 
 
 def _lost(exc: BaseException) -> bool:
