@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "streamfeed"
 
 # Lower numbers are lower layers; a module may import its own layer or below.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("core", "core_ragged", "errors", "plan", "memory", "state", "sampling")),
+    (0, ("core", "core_ragged", "errors", "plan", "memory", "state", "sampling", "hard_examples", "row_ids")),
     (1, ("files",)),
     (2, ("sources", "cache")),
     (3, ("runtime",)),

@@ -144,6 +144,13 @@ def largest_remainder(total: int, sizes: Sequence[int]) -> list[int]:
     return shares.tolist()
 
 
+def draw_with_replacement(weights: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``samples`` indices into ``weights``, each drawn with probability ``weight / sum`` (inverse CDF)."""
+    cumulative = np.cumsum(weights)
+    drawn = np.searchsorted(cumulative, rng.random(samples) * cumulative[-1], side="right")
+    return np.minimum(drawn, len(weights) - 1)
+
+
 @dataclass(frozen=True, eq=False)
 class BalancedSampler:
     """The settings of a balanced draw, and the tally of what it drew.
@@ -183,7 +190,8 @@ class BalancedSampler:
         total = sum(unit_rows) if self.samples_per_epoch is None else self.samples_per_epoch
         return largest_remainder(total, unit_rows)
 
-    def label_column(self, chunk: Chunk) -> np.ndarray:
+    def draw_column(self, chunk: Chunk) -> np.ndarray:
+        """The column a unit's draw is weighted by: the label."""
         for name in (self.label, _PACKED_LABEL + self.label):
             if name in chunk:
                 return chunk[name]
@@ -211,19 +219,18 @@ class BalancedSampler:
                     fix="use a larger shuffle window (shuffle(window=...)) so units mix classes",
                 )
             )
-        rng = epoch_rng(self.seed, epoch, _SAMPLE_STREAM, shard_index, unit_index)
-        cumulative = np.cumsum(weights)
-        drawn = np.searchsorted(cumulative, rng.random(samples) * cumulative[-1], side="right")
-        return np.minimum(drawn, len(labels) - 1)
+        return draw_with_replacement(
+            weights, samples, epoch_rng(self.seed, epoch, _SAMPLE_STREAM, shard_index, unit_index)
+        )
 
     def reset(self, epoch: int) -> None:
         """Forgets the tally of ``epoch`` (it is being produced from its start again)."""
         with self._lock:
             self._tally.pop(epoch, None)
 
-    def record(self, epoch: int, labels: np.ndarray) -> None:
-        """Counts the classes of rows actually emitted in ``epoch``."""
-        values, counts = np.unique(labels, return_counts=True)
+    def record(self, epoch: int, column: np.ndarray, drawn: np.ndarray) -> None:
+        """Counts the classes of rows actually emitted in ``epoch`` (``column[drawn]``)."""
+        values, counts = np.unique(column[drawn], return_counts=True)
         with self._lock:
             tally = self._tally.setdefault(epoch, {})
             for value, count in zip(values.tolist(), counts.tolist()):

@@ -35,7 +35,8 @@ import keras
 import numpy as np
 
 from ..core import Chunk
-from ..errors import ArgumentError, DataError, SchemaError, describe
+from ..errors import ArgumentError, DataError, SchemaError, StateError, describe
+from ..hard_examples import HardExampleSampler, RowScores
 from ..pipeline.served import ServedDataset, ServedEpoch, ServedMark
 from ..runtime.batch import PAD_MASK
 from ..sources.names import served_names
@@ -53,6 +54,8 @@ from .encoding import feature_encoding
 from .packing import IDS, W, X, Y, feature_matrix, pack_columns
 from .validation import check_model_inputs
 from .workers import check_workers_agree, jax_gather
+
+ROW_SCORES = "row_scores"  # a hard-example dataset's state: the scores its epoch is drawn from
 
 logger = logging.getLogger("streamfeed")
 _KEEP_STATES = 4096  # far more batches than any Keras read-ahead
@@ -191,6 +194,10 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         self._fed_wait_seconds: float | None = None  # TensorFlow's waits for blocks, once a feed ran
         self.ids = ids
         self._listeners: list[Callable[[int, tuple, np.ndarray | None], None]] = []
+        self._flushes: list[Callable[[int], None]] = []  # a listener's catch-up before a state is taken
+        # hard_examples(): epoch e is drawn from epoch e - 1's scores, so it is never read before e - 1 ends
+        sampler = getattr(self.dataset, "sampler", None)
+        self._scores: RowScores | None = sampler.scores if isinstance(sampler, HardExampleSampler) else None
 
     # ------------------------------------------------------------ PyDataset API
     @property
@@ -213,6 +220,7 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         # and never past the last epoch fit runs: that read would be for nothing, and waited for at fit's return.
         if (
             self._successor is None
+            and self._scores is None
             and self._epochs_after
             and self._served >= _PEEK_BATCHES
             and stream.reads_done
@@ -289,12 +297,23 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         packed = self._to_keras(self._head[0][0])
         return packed if not class_weight else feeds.with_class_weight(packed, class_weight, keras.config.floatx())
 
-    def add_batch_listener(self, listener: Callable[[int, tuple, np.ndarray | None], None]) -> None:
+    def add_batch_listener(
+        self,
+        listener: Callable[[int, tuple, np.ndarray | None], None],
+        *,
+        flush: Callable[[int], None] | None = None,
+    ) -> None:
         """Calls ``listener(number, packed, ids)`` with every batch served: its number in the epoch (0 first,
         what ``on_train_batch_end`` receives), the ``(x, y[, w])`` tuple Keras gets and the ``ids`` column
         (``None`` without ``ids=``). Keras reads ahead and replays peeked batches, so a number may be served
-        again (the same batch) before it is trained."""
+        again (the same batch) before it is trained.
+
+        ``flush(trained)`` is called before :meth:`get_state` takes a state after ``trained`` batches, so
+        that a listener whose work goes into the state (the hard-example miner's scores) has done it for
+        every one of them, whichever callback runs first."""
         self._listeners.append(listener)
+        if flush is not None:
+            self._flushes.append(flush)
 
     def _read(self, stream: ServedEpoch) -> tuple[Chunk, ServedMark]:
         try:
@@ -473,6 +492,12 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
         numbers a short last execution as if it were full.
         """
         done = self._served if trained is None else min(trained, self._num_batches)
+        for flush in self._flushes:
+            flush(done)
+        return self._with_scores(self._position_state(done, trained))
+
+    def _position_state(self, done: int, trained: int | None) -> dict:
+        """The pipeline's state after ``done`` batches of the current epoch (see :meth:`get_state`)."""
         if done <= 0 or self._stream is None:
             return copy.deepcopy(self._start)
         if done > self._served or done - 1 not in self._states:
@@ -488,10 +513,31 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
             )
         return copy.deepcopy(self._states[done - 1].state())
 
+    def _with_scores(self, state: dict) -> dict:
+        """``state`` with the hard-example scores its epoch is drawn from (``row_scores``), if the draw uses any."""
+        if self._scores is not None:
+            state[ROW_SCORES] = self._scores.state(int(state["epoch"]))
+        return state
+
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now."""
+        """Serves from a saved state at the next epoch Keras starts; checked against this pipeline now.
+
+        A state of a hard-example dataset also restores the scores its epoch is drawn from."""
         self._stop_feed()
+        state = dict(state)
+        scores = state.pop(ROW_SCORES, None)
+        if (self._scores is None) != (scores is None):
+            raise StateError(
+                describe(
+                    "The state's hard-example scores do not match the pipeline",
+                    expected="no row_scores" if self._scores is None else "row_scores",
+                    found="row_scores" if scores is not None else "none",
+                    fix="restore a state saved by this same pipeline (hard_examples() or not)",
+                )
+            )
         self._move_to(state)
+        if self._scores is not None:
+            self._scores.restore(scores)
         self._close_stream()
         self._close_successor()
 

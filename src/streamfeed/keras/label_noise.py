@@ -48,29 +48,16 @@ every epoch, which a mean over epochs needs.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Hashable, Iterable
 
 import numpy as np
 
 from ..errors import ArgumentError, describe
+from ..row_ids import FULL_HASH, plain_id, refuse_nan_ids, row_hashes
 
-_FULL = np.uint64(2**64 - 1)
 _FIELDS = ("sum_margin", "sum_loss", "last_margin", "seen", "label", "hash", "epoch", "misranked_run")
 # epoch: the last one a row was seen in; misranked_run: its latest measurements in a row below the threshold
 RECENT = 3  # a row counts as mislabelled when misranked in each of its last RECENT measurements (module doc)
-
-
-def row_hashes(ids: np.ndarray) -> np.ndarray:
-    """A stable 64-bit hash per id (integers: splitmix64's mixer; others: BLAKE2b of ``str(id)``)."""
-    ids = np.asarray(ids)
-    if ids.dtype.kind in "iub":
-        z = ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)  # array ops wrap silently, as intended
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return np.asarray(z ^ (z >> np.uint64(31)), dtype=np.uint64)
-    digests = [hashlib.blake2b(str(value).encode(), digest_size=8).digest() for value in ids.tolist()]
-    return np.frombuffer(b"".join(digests), dtype="<u8").astype(np.uint64)
 
 
 def margins_and_losses(outputs: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +160,7 @@ class MarginLedger:
         if max_rows is not None and max_rows < 1:
             raise ArgumentError(describe("max_rows must be positive", found=str(max_rows), fix="pass None or >= 1"))
         self.max_rows, self.threshold = max_rows, float(threshold)
-        self._cut = _FULL  # rows whose id hash is <= the cut are tracked
+        self._cut = FULL_HASH  # rows whose id hash is <= the cut are tracked
         self._epoch = 1.0  # rows seen in this epoch carry it: a second sighting is a colliding id
         self._slots: dict[Hashable, int] = {}
         self._ids: list[Any] = []
@@ -185,7 +172,7 @@ class MarginLedger:
     @property
     def sampled_share(self) -> float:
         """The share of all rows this ledger tracks (1.0 unless ``max_rows`` was reached)."""
-        return 1.0 if self._cut == _FULL else float(self._cut) / float(_FULL)
+        return 1.0 if self._cut == FULL_HASH else float(self._cut) / float(FULL_HASH)
 
     def begin_epoch(self) -> None:
         """Starts a new epoch: each tracked row may be trained once more."""
@@ -200,7 +187,7 @@ class MarginLedger:
         """
         ids = np.asarray(ids)
         labels = class_ids(labels)
-        _refuse_nan_ids(ids)
+        refuse_nan_ids(ids)
         hashes = row_hashes(ids) if self.max_rows is not None else np.zeros(len(ids), dtype=np.uint64)
         keep = hashes <= self._cut
         keys = ids[keep].tolist()
@@ -214,7 +201,7 @@ class MarginLedger:
                     "The row ids are not unique: an id was trained twice in one epoch",
                     where="the batches trained in one epoch",
                     expected="one id per row (ids= names a column unique per row)",
-                    found=f"id {_plain(twice)!r} again",
+                    found=f"id {plain_id(twice)!r} again",
                     fix="pass a unique column as ids= (for image folders, ids='path'); two rows would share one AUM",
                 )
             )
@@ -281,7 +268,7 @@ class MarginLedger:
         data = self._data
         return [
             {
-                "id": _plain(self._ids[slot]),
+                "id": plain_id(self._ids[slot]),
                 "rank": rank + 1,
                 "mean_margin": float(margins[slot]),
                 "last_margin": float(data["last_margin"][slot]),
@@ -295,29 +282,3 @@ class MarginLedger:
     def ids(self) -> Iterable[Any]:
         """The tracked ids, in the order they were first seen."""
         return list(self._ids)
-
-
-def _refuse_nan_ids(ids: np.ndarray) -> None:
-    """Raises if an id is NaN: it is unequal to itself, so the ledger would grow by it every epoch."""
-    if ids.dtype.kind == "f":
-        nan = int(np.count_nonzero(np.isnan(ids)))
-    elif ids.dtype.kind == "O":
-        nan = sum(1 for value in ids.tolist() if isinstance(value, float) and value != value)
-    else:
-        return
-    if nan:
-        raise ArgumentError(
-            describe(
-                "Row ids are NaN",
-                expected="one id per row, never NaN (ids= names a column unique per row)",
-                found=f"{nan} of {len(ids)} ids in a batch are NaN",
-                fix="fill the id column (or pass another one as ids=)",
-            )
-        )
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-able id: bytes decoded, NumPy scalars made Python ones."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value.item() if isinstance(value, np.generic) else value

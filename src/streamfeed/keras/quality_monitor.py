@@ -1,25 +1,9 @@
 """A Keras callback that watches label noise and image quality while ``fit`` trains, on every backend.
 
-Keras callbacks never see the batch, so :class:`DataQualityMonitor` taps
-the :class:`~streamfeed.keras.KerasDataset` (``add_batch_listener``): every
-batch served is kept under its number in the epoch until
-``on_train_batch_end`` reports that number trained, then measured and
-dropped. Batches served outside ``fit``'s training (``evaluate``,
-``predict``, ``fit``'s validation: between ``on_test_begin`` or
-``on_predict_begin`` and their ends, or before ``on_train_begin``) are
-not kept at all: none of them is trained. Keras reads ahead a few
-batches and replays the ones it peeked at before an epoch, so what is
-held is the read-ahead (at most 256 batches). With
-``steps_per_execution = k`` Keras reports one batch end per execution (its
-last step): every kept batch up to it is measured then, with the weights
-after the whole execution, a little later than one step after it was
-trained.
-
-The margins need the model's outputs for the trained rows, which ``fit``
-does not hand out: the monitor runs one forward pass,
-``model.predict_on_batch(x)`` (compiled on every backend), after the step
-(on JAX the callback's ``self.model`` first copies the trained weights back
-into the model). That is the forward half of a training step. Besides, a
+It measures each batch ``fit`` trained, once, after its step, through
+:class:`~.trained_batches.TrainedBatchTap` (which batches are kept, for how
+long, and with ``steps_per_execution``): one forward pass,
+``model.predict_on_batch(x)``, with the trained weights. That is the forward half of a training step. Besides, a
 callback with a batch hook makes Keras dispatch batch ends synchronously
 and turn ``logs`` into Python numbers every step
 (``keras/src/callbacks/callback_list.py``), a device-host sync that
@@ -33,27 +17,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import keras
 import numpy as np
 
-from ..errors import ArgumentError, describe
 from ..inspect.image_quality import BRIGHT, DARK, laplacian_variance
 from ..inspect.suspects_html import write_suspects_html
-from .label_noise import RECENT, MarginLedger, margins_and_losses
+from .label_noise import RECENT, MarginLedger
+from .trained_batches import TrainedBatchTap, forward_margins
 
 logger = logging.getLogger("streamfeed")
-# Batches kept at most: Keras's read-ahead (TensorFlow's feed pulls blocks of up to 64 batches, keras/feeds.py)
-# is far below; a bound all the same, as a dataset could serve batches fit never reports trained.
-_MAX_KEPT = 256
 _LUMA = np.array([0.299, 0.587, 0.114])  # Pillow's RGB -> L weights, as inspect's image report uses
 
 
-class DataQualityMonitor(keras.callbacks.Callback):
+class DataQualityMonitor(TrainedBatchTap):
     """Estimates the label-noise rate and ranks suspect rows during ``fit``; summarises trained images.
 
     Args:
@@ -100,95 +79,16 @@ class DataQualityMonitor(keras.callbacks.Callback):
         threshold: float = 0.0,
         verbose: bool = False,
     ) -> None:
-        super().__init__()
-        if not hasattr(dataset, "add_batch_listener"):
-            raise ArgumentError(
-                describe(
-                    "DataQualityMonitor needs the streamfeed Keras dataset given to fit",
-                    found=type(dataset).__name__,
-                    fix="pass train = ds.to_keras(..., ids='id') as dataset= and to model.fit",
-                )
-            )
-        if getattr(dataset, "ids", None) is None:
-            raise ArgumentError(
-                describe(
-                    "DataQualityMonitor needs a row id per row",
-                    where="the KerasDataset given as dataset=",
-                    expected="to_keras(..., ids=COLUMN), a column unique per row",
-                    found="no ids=",
-                    fix="pass ids= to to_keras (for image folders, ids='path')",
-                )
-            )
-        if len(getattr(dataset, "labels", [])) != 1:
-            raise ArgumentError(
-                describe(
-                    "DataQualityMonitor needs exactly one label column",
-                    found=f"labels {getattr(dataset, 'labels', None)}",
-                    fix="pass one label= (class ids or one-hot) to to_keras",
-                )
-            )
-        if int(every) < 1:
-            raise ArgumentError(describe("every= must be at least 1", found=str(every), fix="pass every=1 or more"))
-        self.dataset, self.every, self.verbose = dataset, int(every), bool(verbose)
+        super().__init__(dataset, owner="DataQualityMonitor", every=every)
+        self.verbose = bool(verbose)
         self.ledger = MarginLedger(max_rows=max_rows, threshold=threshold)
         self.history: list[dict[str, float]] = []
-        self._kept: dict[int, tuple[tuple, np.ndarray]] = {}
-        # Batches are kept only while fit trains: evaluate and predict (+111 MiB over a 64 MiB limit, measured
-        # when they were kept) and fit's validation serve batches that on_train_batch_end never reports.
-        self._fitting = self._testing = self._training = False
-        self._lock = threading.Lock()  # TensorFlow serves batches from a tf.data thread
         self._epoch_stats = _EpochStats()
-        dataset.add_batch_listener(self._served)
-
-    # ------------------------------------------------------------ the tap
-    def _served(self, number: int, packed: tuple, ids: np.ndarray | None) -> None:
-        if not self._training or number % self.every or ids is None or len(packed) < 2:
-            return  # outside fit's training (evaluate, predict, fit's validation) no batch is trained: none kept
-        with self._lock:
-            if number == 0:  # a new stream (an epoch, or a peek's replay): what is kept is of the old one
-                self._kept.clear()
-            self._kept[number] = (packed, ids)
-            if len(self._kept) > _MAX_KEPT:
-                del self._kept[min(self._kept)]
 
     # -------------------------------------------------------- Keras hooks
-    def on_train_begin(self, logs: dict | None = None) -> None:
-        self._set(fitting=True)
-
-    def on_train_end(self, logs: dict | None = None) -> None:
-        self._set(fitting=False)
-
-    def on_test_begin(self, logs: dict | None = None) -> None:  # also fit's validation, on fit's callbacks
-        self._set(testing=True)
-
-    def on_test_end(self, logs: dict | None = None) -> None:
-        self._set(testing=False)
-
-    def on_predict_begin(self, logs: dict | None = None) -> None:
-        self._set(testing=True)
-
-    def on_predict_end(self, logs: dict | None = None) -> None:
-        self._set(testing=False)
-
-    def _set(self, *, fitting: bool | None = None, testing: bool | None = None) -> None:
-        """Whether served batches are kept: while ``fit`` trains only; leaving it drops what is kept (never trained)."""
-        with self._lock:
-            self._fitting = self._fitting if fitting is None else fitting
-            self._testing = self._testing if testing is None else testing
-            self._training = self._fitting and not self._testing
-            if not self._training:
-                self._kept.clear()
-
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch_stats = _EpochStats()
         self.ledger.begin_epoch()
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        with self._lock:
-            numbers = sorted(n for n in self._kept if n <= batch)
-            trained = [self._kept.pop(n) for n in numbers]
-        for packed, ids in trained:
-            self._measure(packed, ids)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         stats = {"label_noise_rate": self.ledger.noise_rate(), **self._epoch_stats.summary()}
@@ -211,26 +111,10 @@ class DataQualityMonitor(keras.callbacks.Callback):
             print(line, flush=True)
 
     # ------------------------------------------------------------ measure
-    def _measure(self, packed: tuple, ids: np.ndarray) -> None:
+    def measure(self, packed: tuple, ids: np.ndarray) -> None:
+        """Adds one trained batch's margins to the ledger and its images to the epoch's summary."""
         started = time.perf_counter()
-        x, y = packed[0], packed[1]
-        weight = packed[2] if len(packed) > 2 else None
-        outputs = self.model.predict_on_batch(x)
-        if isinstance(outputs, (list, tuple, dict)):
-            raise ArgumentError(
-                describe(
-                    "DataQualityMonitor needs a model with one output",
-                    found=f"{type(outputs).__name__} of outputs",
-                    fix="monitor a single-output classifier",
-                )
-            )
-        scores = keras.ops.convert_to_numpy(outputs)
-        labels = np.asarray(y)
-        if weight is not None:  # padded rows (last_batch="pad") have weight 0: not trained
-            real = np.asarray(weight).reshape(len(ids)) > 0
-            scores, labels, ids = scores[real], labels[real], ids[real]
-            x = x[real] if isinstance(x, np.ndarray) else x
-        margins, losses = margins_and_losses(scores, labels)
+        ids, labels, margins, losses, x = forward_margins(self.model, packed, ids, owner="DataQualityMonitor")
         self.ledger.add(ids, labels, margins, losses)
         if isinstance(x, np.ndarray) and x.ndim in (3, 4):
             self._epoch_stats.add_images(x)

@@ -22,6 +22,16 @@ def refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
         )
 
 
+def one_sampler() -> ArgumentError:
+    """The refusal of a second ``balance()`` or ``hard_examples()``: one draw decides an epoch's rows."""
+    return ArgumentError(
+        describe(
+            "balance() and hard_examples() draw the epoch's rows: a dataset takes one of them, once",
+            fix="call one of them once (balance's class weights can go to fit(class_weight=) instead)",
+        )
+    )
+
+
 def buckets_not_sharded() -> ArgumentError:
     """The refusal of ``shard()`` with ``batch(bucket=...)`` (either order)."""
     return ArgumentError(

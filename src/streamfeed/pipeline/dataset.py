@@ -49,7 +49,13 @@ from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
 from ..runtime.spec import Op
 from .bucketed import check_bucket
-from .combinations import buckets_not_balanced, buckets_not_sharded, refuse_balanced_shards, windows_after_ops
+from .combinations import (
+    buckets_not_balanced,
+    buckets_not_sharded,
+    one_sampler,
+    refuse_balanced_shards,
+    windows_after_ops,
+)
 from .iterator import EpochIterator
 from .ops import drops_rows, filtering, op_identity, row_preserving
 from .queries import Queries
@@ -394,6 +400,8 @@ class Dataset(Queries):
         refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
             raise buckets_not_balanced()
+        if self.sampler is not None:
+            raise one_sampler()
         dataset = self if self.shuffled else self.shuffle(seed)
         draw_seed = seed if seed is not None else dataset.seed
         sampler = make_sampler(
@@ -405,10 +413,60 @@ class Dataset(Queries):
         )
         return dataset._with(sampler=sampler)
 
+    def hard_examples(
+        self,
+        ids: str,
+        *,
+        rule: Literal["loss", "quantile", "temperature"] = "loss",
+        floor: float = 0.2,
+        quantile: float = 0.75,
+        temperature: float = 1.0,
+        max_rows: int | None = 1_000_000,
+        samples_per_epoch: int | None = None,
+        seed: int | None = None,
+    ) -> "Dataset":
+        """Draws each epoch's rows by their training loss in the epochs before (hard examples more often).
+
+        ``ids`` names a column unique per row; pass the same to
+        ``to_keras(ids=)`` and give ``fit`` a
+        :class:`streamfeed.keras.HardExampleMiner`, which measures each
+        trained row's loss. ``rule``: ``"loss"`` (proportional to it),
+        ``"quantile"`` (rows at or above the ``quantile`` of the losses) or
+        ``"temperature"`` (a softmax of the losses). Every row is drawn, in
+        expectation, at least ``floor`` times as often as a uniform draw
+        would; ``floor=1`` is uniform. ``samples_per_epoch`` (default: the
+        rows) is the exact epoch length; rows are drawn with replacement per
+        read unit. At most ``max_rows`` rows are scored (16 bytes each).
+        Implies a shuffle; ``seed`` defaults to the shuffle's. The method
+        and its guarantees: :mod:`streamfeed.hard_examples`.
+        """
+        from ..hard_examples import make_hard_sampler
+
+        refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
+        if self.bucket is not None:
+            raise buckets_not_balanced()
+        if self.sampler is not None:
+            raise one_sampler()
+        dataset = self if self.shuffled else self.shuffle(seed)
+        sampler = make_hard_sampler(
+            ids=ids,
+            rule=rule,
+            floor=floor,
+            quantile=quantile,
+            temperature=temperature,
+            max_rows=max_rows,
+            samples_per_epoch=samples_per_epoch,
+            seed=cast(int, seed if seed is not None else dataset.seed),  # set: dataset is shuffled
+        )
+        return dataset._with(sampler=sampler)
+
     def sampling_report(self, epoch: int | None = None) -> dict:
-        """Class counts and proportions actually emitted by ``balance`` in ``epoch`` (latest by default)."""
+        """What ``balance`` (class counts and proportions) or ``hard_examples`` (draws and the score
+        distribution) emitted in ``epoch`` (the latest by default)."""
         if self.sampler is None:
-            raise ArgumentError(describe("sampling_report() needs balance()", fix="call .balance(...) first"))
+            raise ArgumentError(
+                describe("sampling_report() needs balance() or hard_examples()", fix="call .balance(...) first")
+            )
         return self.sampler.report(epoch)
 
     @property

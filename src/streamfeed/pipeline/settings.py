@@ -24,6 +24,7 @@ from ..runtime.bucketing import Bucket
 from ..runtime.spec import Op
 
 if TYPE_CHECKING:
+    from ..hard_examples import HardExampleSampler
     from ..runtime.metrics import StageMetrics
     from ..sampling import BalancedSampler
 
@@ -53,7 +54,7 @@ class Settings:
     remainder: Remainder = "drop"
     metrics: "bool | StageMetrics" = field(default=False, compare=False, repr=False)
     autotune: Autotune | None = field(default=None, compare=False, repr=False)  # None: the layout's fixed settings
-    sampler: "BalancedSampler | None" = None
+    sampler: "BalancedSampler | HardExampleSampler | None" = None  # balance() or hard_examples()
 
     def __post_init__(self) -> None:
         # The source's identity (sizes, modification times) is taken now, at

@@ -21,6 +21,7 @@ from .assembly import MatrixColumns
 from .batch import LastBatch
 
 if TYPE_CHECKING:
+    from ..hard_examples import HardExampleSampler
     from ..sampling import BalancedSampler
     from .autotune import Autotuner
     from .bucketing import Bucket
@@ -43,7 +44,7 @@ class EpochSpec:
     last_batch: LastBatch
     seed: int | None  # None: no row shuffle
     shard_index: int
-    sampler: BalancedSampler | None
+    sampler: BalancedSampler | HardExampleSampler | None  # balance() or hard_examples(): draws each unit's rows
     report: BadInputReport
     # Sharded: the plan (the unsharded order) cut into lanes, and this worker's
     # lanes in order; ``batch_size`` is then each lane's rows per step.

@@ -82,7 +82,7 @@ def load_units(
                 started = True
             buffer.append(chunk)
             if spec.sampler is not None:
-                labels.append(spec.sampler.label_column(chunk))
+                labels.append(spec.sampler.draw_column(chunk))
             loading += time.perf_counter() - began
             del chunk  # the buffer holds the rows now
         if unit_index == units[-1]:
@@ -133,4 +133,4 @@ def _emission_order(
         return None
     column = np.concatenate(labels)
     order = sampler.draw(column, samples, epoch=epoch, shard_index=spec.shard_index, unit_index=unit_index)
-    return order, lambda drawn: sampler.record(epoch, column[drawn])
+    return order, lambda drawn: sampler.record(epoch, column, drawn)

@@ -1,0 +1,419 @@
+"""Hard-example sampling: each epoch draws rows by how badly the model did on them before.
+
+``Dataset.hard_examples(ids=..., rule=..., floor=...)`` replaces an
+epoch's rows by a seeded draw per read unit, as ``balance()`` does
+(:mod:`.sampling`): unit ``u`` emits exactly its largest-remainder share
+``k_u`` of ``samples_per_epoch``, so the epoch length is known before the
+first batch and a ``Position`` resumes it. The weights come from each
+row's *score*, its training loss at its latest measurement, which
+:class:`streamfeed.keras.HardExampleMiner` measures during ``fit`` (one
+forward pass per trained batch) and writes to the sampler's
+:class:`RowScores`.
+
+**Which scores an epoch uses.** Epoch ``e`` is drawn from the table
+*frozen for it*: the scores as they stood when epoch ``e - 1`` had
+finished training (the miner freezes it then), never from scores still
+being written. The draw is then a pure function of (seed, epoch, unit,
+that table), whatever the threads, the timing or the read-ahead; so the
+Keras adapter does not start reading a hard-example epoch before the one
+before it has ended (it does for other datasets). Epoch 0, and any epoch
+before a table was frozen, is uniform.
+
+**Weights.** A rule turns a row's loss ``l`` into a score ``s``:
+
+- ``"loss"``: ``s = max(l, 0)``, proportional to the loss;
+- ``"quantile"``: ``s = 1`` for rows whose loss is at or above the
+  ``quantile`` of the frozen table's losses, ``0`` for the others;
+- ``"temperature"``: ``s = exp((l - max l) / temperature)``: a softmax of
+  the losses, flatter for a higher temperature.
+
+A row never measured (not drawn yet, or beyond ``max_rows``) takes the
+table's mean score, so it is neither favoured nor starved. Within a unit
+of ``n_u`` rows, row ``i`` gets the weight ``w_i = floor + (1 - floor) *
+s_i / mean(s)``, whose mean over the unit is 1, so its expected draws in
+the epoch are ``e_i = k_u * w_i / n_u``: **at least ``floor`` times what a
+uniform draw gives it** (``k_u / n_u``, 1 when ``samples_per_epoch`` is the
+row count). The draw is systematic (:func:`systematic_draw`), not
+independent: each row is drawn ``floor(e_i)`` or ``ceil(e_i)`` times, so
+with ``e_i < 1`` it is drawn with probability exactly ``e_i``, never
+starved by chance, and an epoch without scores (epoch 0) serves every row
+once, as a plain shuffle. A unit whose scores are all 0 is drawn
+uniformly. The weighting is per unit, as ``balance()``'s is: a shuffle
+window of many fragments makes a unit a fair sample of the data.
+
+**Memory.** The table is keyed by a 64-bit hash of the id
+(:func:`.row_ids.row_hashes`), not by the id: 16 bytes a row (hash and
+loss) in sorted arrays, looked up with ``searchsorted``, plus the
+measurements of the running epoch (16 bytes each) until they are merged
+in when it is frozen. With ``max_rows`` it keeps the rows with the
+``max_rows`` smallest hashes: a uniform sample of ids that is the same in
+every epoch and after a resume. Two ids whose hashes collide share a
+score (about ``n^2 / 2^65``: 3e-8 for a million rows). The state holds
+the table as two lists (about 40 bytes a row in JSON).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from .core import Chunk
+from .errors import ArgumentError, SchemaError, StateError, describe
+from .plan import epoch_rng
+from .row_ids import refuse_nan_ids, row_hashes
+from .sampling import largest_remainder
+
+Rule = Literal["loss", "quantile", "temperature"]
+RULES: tuple[str, ...] = ("loss", "quantile", "temperature")
+_HARD_STREAM = 3  # independent of the fragment order (0), row permutation (1) and balance's draw (2)
+_PACKED_IDS = "__ids__"  # keras.packing.IDS: the name the ids have once packed for Keras
+_KEPT_TABLES = 2  # frozen tables kept: the epoch being drawn and the one before it
+
+
+@dataclass(frozen=True)
+class FrozenScores:
+    """The scores one epoch is drawn from: sorted id hashes and each one's latest loss."""
+
+    epoch: int
+    hashes: np.ndarray  # uint64, sorted, unique
+    losses: np.ndarray  # float64, aligned with hashes
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Each id's loss, NaN for an id not in the table."""
+        hashes = row_hashes(ids)
+        if len(self.hashes) == 0:
+            return np.full(len(hashes), np.nan)
+        at = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+        return np.where(self.hashes[at] == hashes, self.losses[at], np.nan)
+
+
+class RowScores:
+    """Per-row losses measured in training: merged into a frozen table per epoch, for that epoch's draw.
+
+    ``record`` (the miner, on Keras's thread) appends measurements;
+    ``freeze(e)`` merges them into a new table for epoch ``e`` (the latest
+    measurement of a row wins) and starts collecting afresh; the draw
+    (the read threads) reads frozen tables only, which never change.
+    """
+
+    def __init__(self, max_rows: int | None) -> None:
+        self.max_rows = max_rows
+        self._lock = threading.Lock()
+        self._frozen: list[FrozenScores] = []  # ascending epochs; at most _KEPT_TABLES
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, losses) since the last freeze
+        self._pending_rows = 0
+        self._cut = np.uint64(2**64 - 1)  # hashes above it cannot enter a full table
+        self._first: int | None = None  # the first epoch drawn from a table: those before are uniform
+
+    def record(self, ids: np.ndarray, losses: np.ndarray) -> None:
+        """Notes each row's loss at its latest training step (rows beyond ``max_rows`` are not kept)."""
+        ids = np.asarray(ids)
+        refuse_nan_ids(ids)
+        hashes = row_hashes(ids)
+        losses = np.asarray(losses, dtype=np.float64).reshape(len(hashes))
+        keep = hashes <= self._cut
+        with self._lock:
+            self._pending.append((hashes[keep], losses[keep]))
+            self._pending_rows += int(np.count_nonzero(keep))
+            if self.max_rows is not None and self._pending_rows > 2 * self.max_rows:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Keeps of the pending measurements each row's latest, of the ``max_rows`` smallest hashes only.
+
+        No other can be in the next table: ``max_rows`` pending rows hash below it. So the pending part
+        stays within ``2 * max_rows`` measurements, and the next table is what it would have been.
+        """
+        unique, kept = _latest(self._pending)
+        unique, kept = unique[: self.max_rows], kept[: self.max_rows]
+        if self.max_rows is not None and len(unique) == self.max_rows:
+            self._cut = min(self._cut, unique[-1])
+        self._pending, self._pending_rows = [(unique, kept)], len(unique)
+
+    def freeze(self, epoch: int) -> FrozenScores:
+        """The table epoch ``epoch`` is drawn from: the latest table with every measurement since merged in.
+
+        Idempotent: a table already frozen for ``epoch`` is returned as it is.
+        """
+        with self._lock:
+            if self._frozen and self._frozen[-1].epoch >= epoch:
+                if self._frozen[-1].epoch == epoch:
+                    return self._frozen[-1]
+                raise StateError(describe(f"Scores for epoch {epoch} asked after epoch {self._frozen[-1].epoch}'s"))
+            base = self._frozen[-1] if self._frozen else FrozenScores(-1, np.empty(0, np.uint64), np.empty(0))
+            unique, kept = _latest([(base.hashes, base.losses), *self._pending])
+            if self.max_rows is not None and len(unique) > self.max_rows:
+                unique, kept = unique[: self.max_rows], kept[: self.max_rows]  # sorted: the smallest hashes
+                self._cut = unique[-1]
+            table = FrozenScores(int(epoch), unique, kept)
+            self._first = int(epoch) if self._first is None else self._first
+            self._frozen = [*self._frozen, table][-_KEPT_TABLES:]
+            self._pending, self._pending_rows = [], 0
+            return table
+
+    def for_epoch(self, epoch: int) -> FrozenScores | None:
+        """The table epoch ``epoch`` is drawn from (the latest frozen for it or before); None: uniform."""
+        with self._lock:
+            tables = [t for t in self._frozen if t.epoch <= epoch]
+            if not tables and self._first is not None and epoch >= self._first:
+                raise StateError(
+                    describe(
+                        f"The scores epoch {epoch} was drawn from are no longer kept",
+                        expected=f"an epoch from {self._frozen[0].epoch} on",
+                        fix="restore the state saved with that epoch (it holds its scores)",
+                    )
+                )
+            return tables[-1] if tables else None
+
+    # ------------------------------------------------------------ state
+    def state(self, epoch: int) -> dict:
+        """JSON-able: the table epoch ``epoch`` is drawn from and the measurements not merged yet."""
+        table = self.for_epoch(epoch)
+        with self._lock:
+            pending = list(self._pending)
+        hashes = np.concatenate([p[0] for p in pending]) if pending else np.empty(0, np.uint64)
+        losses = np.concatenate([p[1] for p in pending]) if pending else np.empty(0)
+        return {
+            "max_rows": self.max_rows,
+            "cut": int(self._cut),
+            "table": None if table is None else _table_state(table),
+            "pending": {"hashes": hashes.tolist(), "losses": losses.tolist()},
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Puts back what :meth:`state` saved; refused naming the field if it is not such a state."""
+        try:
+            if state["max_rows"] != self.max_rows:
+                raise StateError(
+                    describe(
+                        "The saved scores were kept under another max_rows",
+                        expected=str(self.max_rows),
+                        found=str(state["max_rows"]),
+                        fix="resume with the hard_examples(max_rows=) the state was saved with",
+                    )
+                )
+            table = state["table"]
+            frozen = [] if table is None else [_table_from(table)]
+            pending = state["pending"]
+            hashes = np.asarray(pending["hashes"], dtype=np.uint64)
+            losses = np.asarray(pending["losses"], dtype=np.float64)
+            cut = np.uint64(int(state["cut"]))
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
+            raise StateError(
+                describe(
+                    "The saved hard-example scores are malformed",
+                    expected="the 'row_scores' a KerasDataset's get_state() wrote",
+                    found=f"{type(error).__name__}: {error}",
+                )
+            ) from None
+        if len(hashes) != len(losses):
+            raise StateError(describe("The saved pending scores do not pair up", found=f"{len(hashes)} hashes"))
+        with self._lock:
+            self._frozen, self._pending, self._cut = frozen, [(hashes, losses)] if len(hashes) else [], cut
+            self._pending_rows = len(hashes)
+            self._first = None if table is None else 0  # the tables before the saved one are not in the state
+
+    def summary(self, epoch: int) -> dict:
+        """The score distribution epoch ``epoch`` is drawn from: rows scored and loss quantiles."""
+        table = self.for_epoch(epoch)
+        losses = table.losses if table is not None else np.empty(0)
+        quantiles = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
+        return {
+            "table_epoch": None if table is None else table.epoch,
+            "rows_scored": len(losses),
+            "loss_quantiles": {str(q): float(np.quantile(losses, q)) for q in quantiles} if len(losses) else {},
+        }
+
+
+def _latest(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique hashes of ``(hashes, losses)`` parts, each with its last loss in the parts' order."""
+    hashes = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.uint64)
+    losses = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
+    unique, first = np.unique(hashes[::-1], return_index=True)  # over the reversed order: each hash's last
+    return unique, losses[::-1][first]
+
+
+def _table_state(table: FrozenScores) -> dict:
+    return {"epoch": table.epoch, "hashes": table.hashes.tolist(), "losses": table.losses.tolist()}
+
+
+def _table_from(state: Mapping[str, Any]) -> FrozenScores:
+    hashes = np.asarray(state["hashes"], dtype=np.uint64)
+    losses = np.asarray(state["losses"], dtype=np.float64)
+    if len(hashes) != len(losses) or (len(hashes) > 1 and not bool(np.all(hashes[1:] > hashes[:-1]))):
+        raise StateError(
+            describe(
+                "The saved hard-example scores are malformed",
+                expected="a table of sorted, unique hashes, one loss each",
+                found=f"{len(hashes)} hashes, {len(losses)} losses",
+            )
+        )
+    return FrozenScores(int(state["epoch"]), hashes, losses)
+
+
+@dataclass(frozen=True, eq=False)
+class HardExampleSampler:
+    """The settings of a hard-example draw (in the pipeline's fingerprint), its scores and the tally.
+
+    The scores and the tally are the mutable parts, shared by every
+    Dataset derived from the one that was given ``hard_examples()``.
+    """
+
+    ids: str
+    rule: Rule
+    floor: float
+    quantile: float
+    temperature: float
+    samples_per_epoch: int | None
+    seed: int
+    scores: RowScores
+    _tally: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def settings(self) -> dict:
+        """JSON-able settings for the fingerprint: every field but the scores and the tally."""
+        return {
+            "kind": "hard_examples",
+            "ids": self.ids,
+            "rule": self.rule,
+            "floor": self.floor,
+            "quantile": self.quantile,
+            "temperature": self.temperature,
+            "samples_per_epoch": self.samples_per_epoch,
+            "seed": self.seed,
+            "max_rows": self.scores.max_rows,
+        }
+
+    def unit_samples(self, unit_rows: Sequence[int]) -> list[int]:
+        """Rows each unit emits: its share of the epoch's samples."""
+        total = sum(unit_rows) if self.samples_per_epoch is None else self.samples_per_epoch
+        return largest_remainder(total, unit_rows)
+
+    def draw_column(self, chunk: Chunk) -> np.ndarray:
+        """The column a unit's draw is weighted by: the ids the scores are keyed by."""
+        for name in (self.ids, _PACKED_IDS):
+            if name in chunk:
+                return chunk[name]
+        raise SchemaError(
+            describe(
+                f"hard_examples() needs the id column {self.ids!r}, which the read unit does not have",
+                found=f"columns {sorted(chunk)}",
+                fix=f"keep {self.ids!r} through map(), and pass ids={self.ids!r} to to_keras()",
+            )
+        )
+
+    def weights(self, ids: np.ndarray, epoch: int) -> np.ndarray:
+        """Each row's draw weight in its unit (mean 1; module doc): ``floor`` plus its share of the scores."""
+        table = self.scores.for_epoch(epoch)
+        if table is None or len(table.losses) == 0:
+            return np.ones(len(ids))
+        scores = self._scores(table.lookup(ids), table.losses)
+        mean = scores.mean()
+        if not mean > 0:
+            return np.ones(len(ids))
+        return self.floor + (1.0 - self.floor) * scores / mean
+
+    def _scores(self, losses: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """The rule's score per row; rows without a loss take the table's mean score."""
+        if self.rule == "loss":
+            scores, known = np.maximum(losses, 0.0), np.maximum(table, 0.0)
+        elif self.rule == "quantile":
+            cut = np.quantile(table, self.quantile)
+            scores, known = (losses >= cut).astype(np.float64), (table >= cut).astype(np.float64)
+        else:
+            top = table.max()
+            scores, known = np.exp((losses - top) / self.temperature), np.exp((table - top) / self.temperature)
+        return np.where(np.isnan(losses), known.mean(), scores)
+
+    def draw(self, ids: np.ndarray, samples: int, *, epoch: int, shard_index: int, unit_index: int) -> np.ndarray:
+        """``samples`` row indices into the unit by :meth:`weights`, systematically (module doc), in a seeded order."""
+        if samples == 0:
+            return np.empty(0, dtype=np.int64)
+        rng = epoch_rng(self.seed, epoch, _HARD_STREAM, shard_index, unit_index)
+        return systematic_draw(self.weights(np.asarray(ids), epoch), samples, rng)
+
+    def reset(self, epoch: int) -> None:
+        """Forgets the tally of ``epoch`` (it is being produced from its start again)."""
+        with self._lock:
+            self._tally.pop(epoch, None)
+
+    def record(self, epoch: int, column: np.ndarray, drawn: np.ndarray) -> None:
+        """Counts the rows emitted in ``epoch`` and how many of them were drawn more than once in their unit."""
+        repeats = len(drawn) - len(np.unique(drawn))
+        with self._lock:
+            tally = self._tally.setdefault(epoch, {"samples": 0, "repeats_in_unit": 0})
+            tally["samples"] += len(drawn)
+            tally["repeats_in_unit"] += repeats
+
+    def report(self, epoch: int | None = None) -> dict:
+        """What ``epoch`` (the latest drawn by default) drew, and the score distribution it was drawn from."""
+        with self._lock:
+            epoch = (max(self._tally) if self._tally else None) if epoch is None else epoch
+            tally = dict(self._tally.get(epoch, {"samples": 0, "repeats_in_unit": 0})) if epoch is not None else {}
+        return {
+            "epoch": epoch,
+            "rule": self.rule,
+            "floor": self.floor,
+            **tally,
+            **(self.scores.summary(epoch) if epoch is not None else {}),
+        }
+
+
+def systematic_draw(weights: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``samples`` indices, index ``i`` drawn ``floor(e_i)`` or ``ceil(e_i)`` times, ``e_i = samples * w_i / sum(w)``.
+
+    Systematic sampling (one uniform offset, then evenly spaced points on
+    the cumulative weights) over a seeded permutation of the rows, so a row
+    is drawn within one of its expected count and with probability
+    ``e_i`` at least once when ``e_i < 1``; the draw is then put in a seeded
+    order. Equal weights and ``samples == len(weights)``: every row once.
+    """
+    rows = len(weights)
+    order = rng.permutation(rows)
+    cumulative = np.cumsum(weights[order])
+    points = (rng.random() + np.arange(samples)) * (cumulative[-1] / samples)
+    drawn = order[np.minimum(np.searchsorted(cumulative, points, side="right"), rows - 1)]
+    return drawn[rng.permutation(samples)]
+
+
+def make_hard_sampler(
+    *,
+    ids: str,
+    rule: str,
+    floor: float,
+    quantile: float,
+    temperature: float,
+    max_rows: int | None,
+    samples_per_epoch: int | None,
+    seed: int,
+) -> HardExampleSampler:
+    """Validates the settings; see ``Dataset.hard_examples``."""
+    problems = []
+    if rule not in RULES:
+        problems.append(("rule", f"one of {list(RULES)}", repr(rule)))
+    if not 0.0 < float(floor) <= 1.0:
+        problems.append(("floor", "0 < floor <= 1 (every row's minimum chance, as a share of uniform)", repr(floor)))
+    if not 0.0 <= float(quantile) < 1.0:
+        problems.append(("quantile", "0 <= quantile < 1", repr(quantile)))
+    if not float(temperature) > 0.0:
+        problems.append(("temperature", "> 0", repr(temperature)))
+    if max_rows is not None and max_rows < 1:
+        problems.append(("max_rows", "None or >= 1", repr(max_rows)))
+    if samples_per_epoch is not None and samples_per_epoch < 1:
+        problems.append(("samples_per_epoch", ">= 1", repr(samples_per_epoch)))
+    if problems:
+        name, expected, found = problems[0]
+        raise ArgumentError(describe(f"Invalid hard_examples({name}=)", expected=expected, found=found))
+    return HardExampleSampler(
+        ids,
+        rule,  # type: ignore[arg-type]  # checked against RULES above
+        float(floor),
+        float(quantile),
+        float(temperature),
+        None if samples_per_epoch is None else int(samples_per_epoch),
+        int(seed),
+        RowScores(max_rows),
+    )
