@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 
-def run_driver(driver: Path, backend: str, payload: dict, *, timeout: float = 300) -> dict:
-    """The driver's ``RESULT`` for ``payload``, run with ``KERAS_BACKEND=backend``."""
+def run_driver(driver: Path, backend: str, payload: dict, *, timeout: float = 300, exit_code: int = 0) -> dict:
+    """The driver's ``RESULT`` for ``payload``, run with ``KERAS_BACKEND=backend``; it must exit with ``exit_code``."""
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run(
         [sys.executable, str(driver), json.dumps(payload)], env=env, capture_output=True, text=True, timeout=timeout
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == exit_code, proc.stderr[-4000:]
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][len("RESULT ") :])
