@@ -2,9 +2,14 @@
 
 The data is scikit-learn's bundled digits (1 797 rows, 64 pixels, 10
 classes; needs ``scikit-learn``), split 70/30 per seed, with a hard
-minority made in the training part: classes 8 and 9 keep a quarter of
-their rows (rare), and every 8 and 9, in training and test, gets Gaussian
-pixel noise of ``--noise`` (harder). Each approach trains the same
+minority made (``--minority``):
+
+* ``classes`` (the default): classes 8 and 9 keep a quarter of their
+  training rows (rare), and every 8 and 9, in training and test, gets
+  Gaussian pixel noise of ``--noise`` (harder): a minority that is a class,
+  which ``balance()`` can name;
+* ``rows``: a random 10 % of the rows of every class get the noise, and
+  every row is kept: a minority no class names. Each approach trains the same
 Dense(64, relu) → Dense(10) (Adam 0.003, logits, batch 64) for
 ``--epochs`` epochs of the same number of rows (the training rows):
 
@@ -46,18 +51,26 @@ HARD_CLASSES = (8, 9)
 APPROACHES = ("uniform", "balance", "hard")
 
 
-def split_digits(seed: int, noise: float, keep: float) -> dict[str, np.ndarray]:
-    """Train and test arrays with the hard minority made (module doc)."""
+def split_digits(seed: int, noise: float, keep: float, minority: str, share: float = 0.1) -> dict[str, np.ndarray]:
+    """Train and test arrays with the hard minority made (module doc); ``hard_test`` marks it in the test rows."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     x, y = (digits.data / 16.0).astype("float32"), digits.target.astype("int64")
     rng = np.random.default_rng(seed)
-    hard = np.isin(y, HARD_CLASSES)
+    hard = np.isin(y, HARD_CLASSES) if minority == "classes" else rng.random(len(y)) < share
     x[hard] = np.clip(x[hard] + rng.normal(scale=noise, size=x[hard].shape), 0.0, 1.0).astype("float32")
     test = rng.random(len(y)) < 0.3
-    train = ~test & (~hard | (rng.random(len(y)) < keep))
-    return {"x_train": x[train], "y_train": y[train], "x_test": x[test], "y_test": y[test]}
+    kept = rng.random(len(y)) < keep
+    train = ~test & (~hard | kept) if minority == "classes" else ~test
+    return {
+        "x_train": x[train],
+        "y_train": y[train],
+        "x_test": x[test],
+        "y_test": y[test],
+        "hard_train": hard[train],
+        "hard_test": hard[test],
+    }
 
 
 def write_train(path: Path, x: np.ndarray, y: np.ndarray) -> None:
@@ -68,7 +81,7 @@ def write_train(path: Path, x: np.ndarray, y: np.ndarray) -> None:
     pq.write_table(pa.table(columns), path, row_group_size=100)
 
 
-def train_once(approach: str, data: dict, path: Path, *, seed: int, epochs: int, floor: float) -> dict:
+def train_once(approach: str, data: dict, path: Path, *, seed: int, epochs: int, floor: float, rule: str) -> dict:
     """One fit; the hard and overall test accuracy after each epoch, and the epoch times."""
     import keras
 
@@ -81,7 +94,7 @@ def train_once(approach: str, data: dict, path: Path, *, seed: int, epochs: int,
     if approach == "balance":
         dataset = shuffled.balance("label", stats=sf.compute_stats(plain, label="label"), seed=seed)
     elif approach == "hard":
-        dataset = shuffled.hard_examples("id", floor=floor, seed=seed)
+        dataset = shuffled.hard_examples("id", rule=rule, floor=floor, seed=seed)  # type: ignore[arg-type]
     else:
         dataset = shuffled
     features = [f"f{i}" for i in range(64)]
@@ -90,7 +103,7 @@ def train_once(approach: str, data: dict, path: Path, *, seed: int, epochs: int,
         callbacks.append(sf.keras.HardExampleMiner(train))
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
     model.compile(keras.optimizers.Adam(0.003), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    hard_test = np.isin(data["y_test"], HARD_CLASSES)
+    hard_test = data["hard_test"]
     readings: list[dict] = []
     times: list[float] = []
 
@@ -109,18 +122,27 @@ def train_once(approach: str, data: dict, path: Path, *, seed: int, epochs: int,
     return {"readings": readings, "epoch_s": statistics.median(times[1:]) if len(times) > 1 else times[0]}
 
 
-def worker(seeds: list[int], epochs: int, floor: float, noise: float, keep: float) -> dict:
+def worker(
+    seeds: list[int],
+    epochs: int,
+    floor: float,
+    rule: str,
+    noise: float,
+    keep: float,
+    minority: str,
+    approaches: list[str],
+) -> dict:
     import keras
 
     out: dict = {"backend": keras.backend.backend(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="streamfeed-hard-") as scratch:
         for seed in seeds:
-            data = split_digits(seed, noise, keep)
+            data = split_digits(seed, noise, keep, minority)
             path = Path(scratch) / f"train-{seed}.parquet"
             write_train(path, data["x_train"], data["y_train"])
-            hard_rows = int(np.isin(data["y_train"], HARD_CLASSES).sum())
-            for approach in APPROACHES:
-                run = train_once(approach, data, path, seed=seed, epochs=epochs, floor=floor)
+            hard_rows = int(data["hard_train"].sum())
+            for approach in approaches:
+                run = train_once(approach, data, path, seed=seed, epochs=epochs, floor=floor, rule=rule)
                 out["runs"].append(
                     {"seed": seed, "approach": approach, "train_rows": len(data["y_train"]), "hard_rows": hard_rows}
                     | run
@@ -138,21 +160,41 @@ def main() -> int:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--floor", type=float, default=0.2)
+    p.add_argument("--rule", default="loss", help="hard_examples(rule=): loss, quantile or temperature")
+    p.add_argument("--approaches", default=",".join(APPROACHES))
     p.add_argument("--noise", type=float, default=0.35, help="pixel noise on classes 8 and 9 (pixels in [0, 1])")
-    p.add_argument("--keep", type=float, default=0.25, help="share of the training rows of classes 8 and 9 kept")
+    p.add_argument("--keep", type=float, default=0.25, help="share of the hard training rows kept")
+    p.add_argument(
+        "--minority",
+        default="classes",
+        choices=("classes", "rows"),
+        help="classes: 8 and 9 are rare (--keep) and noisy; rows: a random 10 %% of every class is noisy",
+    )
     p.add_argument("--target", type=float, default=0.85, help="the hard accuracy 'epochs to' counts to")
     p.add_argument("--out", type=Path, default=None, help="also write the results as JSON")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.worker:
-        C.emit(worker(seeds, args.epochs, args.floor, args.noise, args.keep))
+        C.emit(
+            worker(
+                seeds,
+                args.epochs,
+                args.floor,
+                args.rule,
+                args.noise,
+                args.keep,
+                args.minority,
+                args.approaches.split(","),
+            )
+        )
         return 0
     print(f"$ {C.command_line()}\nload average before: {os.getloadavg()}")
     results = {}
     for backend in args.backends.split(","):
-        extra = ["--seeds", args.seeds, "--epochs", str(args.epochs), "--floor", str(args.floor)]
-        extra += ["--noise", str(args.noise), "--keep", str(args.keep)]
+        extra = ["--seeds", args.seeds, "--epochs", str(args.epochs), "--floor", str(args.floor), "--rule", args.rule]
+        extra += ["--approaches", args.approaches]
+        extra += ["--noise", str(args.noise), "--keep", str(args.keep), "--minority", args.minority]
         result = C.run_worker(SCRIPT, extra, timeout=3600, env={"KERAS_BACKEND": backend})
         results[backend] = result
         if "error" in result:
@@ -160,12 +202,12 @@ def main() -> int:
             continue
         first = result["runs"][0]
         print(
-            f"\n{backend}: {first['train_rows']} training rows, {first['hard_rows']} of them of classes 8 and 9; "
-            f"hard accuracy (test, classes 8 and 9) after N epochs, epochs to {args.target:.2f}"
+            f"\n{backend}: {first['train_rows']} training rows, {first['hard_rows']} of them hard ({args.minority}); "
+            f"test accuracy on the hard rows after N epochs, epochs to {args.target:.2f}"
         )
         at = [n for n in (5, 10) if n < args.epochs] + [args.epochs]
         rows = []
-        for approach in APPROACHES:
+        for approach in args.approaches.split(","):
             runs = [r for r in result["runs"] if r["approach"] == approach]
             for run in runs:
                 readings = run["readings"]

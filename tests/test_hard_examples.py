@@ -8,6 +8,7 @@ into the sampler's table directly, as the miner would, with a "hard" set
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 import pyarrow as pa
@@ -125,7 +126,14 @@ def test_resume_from_a_saved_position_equals_the_uninterrupted_epoch(path):
 
 def test_every_setting_is_in_the_fingerprint(path):
     """A state saved under one setting is refused under any other: enumerated from the sampler's fields."""
-    base = {"rule": "quantile", "floor": 0.2, "quantile": 0.75, "temperature": 1.0, "max_rows": 10_000}
+    base = {
+        "rule": "quantile",
+        "floor": 0.2,
+        "quantile": 0.75,
+        "temperature": 1.0,
+        "max_rows": 10_000,
+        "smoothing": 0.5,
+    }
     changed = {
         "ids": "x",
         "rule": "temperature",
@@ -134,25 +142,28 @@ def test_every_setting_is_in_the_fingerprint(path):
         "temperature": 2.0,
         "samples_per_epoch": 100,
         "seed": 9,
-        "scores": {"max_rows": 20_000},  # the table's own setting
+        "scores": [{"max_rows": 20_000}, {"smoothing": 0.1}],  # the table's own settings
     }
     fields = {f.name for f in dataclasses.fields(HardExampleSampler) if not f.name.startswith("_")}
     assert fields == set(changed), "a new sampler field must be fingerprinted and listed here"
+    table_settings = set(inspect.signature(RowScores).parameters)
+    assert table_settings == {key for change in changed["scores"] for key in change}
     original = sf.read_parquet(path).shuffle(seed=1).hard_examples("id", seed=4, **base).batch(100)
     with original.iter_epoch(0) as stream:
         next(stream)
         state = stream.get_state()
     for name, value in changed.items():
-        options = {"ids": "id", "seed": 4, **base}
-        options.update(value if isinstance(value, dict) else {name: value})
-        other = sf.read_parquet(path).shuffle(seed=1).hard_examples(**options).batch(100)
-        with pytest.raises(StateError):
-            other.iter_epoch(state=state)
+        for change in value if isinstance(value, list) else [{name: value}]:
+            options = {"ids": "id", "seed": 4, **base, **change}
+            other = sf.read_parquet(path).shuffle(seed=1).hard_examples(**options).batch(100)
+            with pytest.raises(StateError):
+                other.iter_epoch(state=state)
 
 
 def test_refusals_name_what_to_do(path):
     plain = sf.read_parquet(path)
-    for options in ({"rule": "focal"}, {"floor": 0.0}, {"floor": 1.5}, {"quantile": 1.0}, {"temperature": 0}):
+    bad = ({"rule": "focal"}, {"floor": 0.0}, {"floor": 1.5}, {"quantile": 1.0}, {"temperature": 0}, {"smoothing": 1})
+    for options in bad:
         with pytest.raises(ArgumentError, match="hard_examples"):
             plain.hard_examples("id", **options)
     with pytest.raises(ArgumentError, match="shard"):
@@ -188,6 +199,17 @@ def test_the_table_keeps_the_latest_loss_of_the_smallest_hashes_within_max_rows(
     assert np.array_equal(again.losses[newer], everything.losses[np.isin(everything.hashes, smallest)])
 
 
+def test_a_score_is_a_moving_average_of_each_epochs_latest_loss():
+    scores = RowScores(max_rows=None, smoothing=0.7)
+    scores.record(np.arange(3), np.array([1.0, 2.0, 9.0]))
+    scores.record(np.arange(1), np.array([4.0]))  # within an epoch the latest wins
+    first = scores.freeze(1)
+    assert first.lookup(np.arange(4)).tolist()[:3] == [4.0, 2.0, 9.0]
+    scores.record(np.array([0, 3]), np.array([1.0, 5.0]))  # row 1 and 2 not measured in epoch 1: kept
+    second = scores.freeze(2).lookup(np.arange(4))
+    np.testing.assert_allclose(second, [0.7 * 4.0 + 0.3 * 1.0, 2.0, 9.0, 5.0])
+
+
 def test_the_scores_state_round_trips_exactly_and_refuses_a_malformed_one():
     scores = RowScores(max_rows=None)
     scores.record(np.arange(50), np.linspace(0, 1, 50))
@@ -200,6 +222,8 @@ def test_the_scores_state_round_trips_exactly_and_refuses_a_malformed_one():
     assert np.array_equal(copy.freeze(4).losses, scores.freeze(4).losses)
     with pytest.raises(StateError, match="max_rows"):
         RowScores(max_rows=10).restore(state)
+    with pytest.raises(StateError, match="smoothing"):
+        RowScores(max_rows=None, smoothing=0.5).restore(state)
     broken = {**state, "table": {**state["table"], "hashes": state["table"]["hashes"][::-1]}}
     with pytest.raises(StateError, match="malformed"):
         RowScores(max_rows=None).restore(broken)

@@ -19,6 +19,15 @@ Keras adapter does not start reading a hard-example epoch before the one
 before it has ended (it does for other datasets). Epoch 0, and any epoch
 before a table was frozen, is uniform.
 
+**Scores.** A row's loss ``l`` is its latest loss in an epoch, blended
+into its older one when the epoch's table is frozen: ``l = smoothing *
+older + (1 - smoothing) * latest`` (an exponential moving average over
+epochs; ``smoothing=0``: the latest alone). Why: with the latest loss
+alone, rows drawn often were memorised, dropped from the next draw,
+forgotten and drawn again, and the hard accuracy swung between epochs
+(``benchmarks/hard_examples.py``, module doc of the benchmark for the
+figures).
+
 **Weights.** A rule turns a row's loss ``l`` into a score ``s``:
 
 - ``"loss"``: ``s = max(l, 0)``, proportional to the loss;
@@ -99,8 +108,8 @@ class RowScores:
     (the read threads) reads frozen tables only, which never change.
     """
 
-    def __init__(self, max_rows: int | None) -> None:
-        self.max_rows = max_rows
+    def __init__(self, max_rows: int | None, smoothing: float = 0.0) -> None:
+        self.max_rows, self.smoothing = max_rows, float(smoothing)
         self._lock = threading.Lock()
         self._frozen: list[FrozenScores] = []  # ascending epochs; at most _KEPT_TABLES
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (hashes, losses) since the last freeze
@@ -144,7 +153,7 @@ class RowScores:
                     return self._frozen[-1]
                 raise StateError(describe(f"Scores for epoch {epoch} asked after epoch {self._frozen[-1].epoch}'s"))
             base = self._frozen[-1] if self._frozen else FrozenScores(-1, np.empty(0, np.uint64), np.empty(0))
-            unique, kept = _latest([(base.hashes, base.losses), *self._pending])
+            unique, kept = _smoothed(base, *_latest(self._pending), self.smoothing)
             if self.max_rows is not None and len(unique) > self.max_rows:
                 unique, kept = unique[: self.max_rows], kept[: self.max_rows]  # sorted: the smallest hashes
                 self._cut = unique[-1]
@@ -178,6 +187,7 @@ class RowScores:
         losses = np.concatenate([p[1] for p in pending]) if pending else np.empty(0)
         return {
             "max_rows": self.max_rows,
+            "smoothing": self.smoothing,
             "cut": int(self._cut),
             "table": None if table is None else _table_state(table),
             "pending": {"hashes": hashes.tolist(), "losses": losses.tolist()},
@@ -186,15 +196,16 @@ class RowScores:
     def restore(self, state: Mapping[str, Any]) -> None:
         """Puts back what :meth:`state` saved; refused naming the field if it is not such a state."""
         try:
-            if state["max_rows"] != self.max_rows:
-                raise StateError(
-                    describe(
-                        "The saved scores were kept under another max_rows",
-                        expected=str(self.max_rows),
-                        found=str(state["max_rows"]),
-                        fix="resume with the hard_examples(max_rows=) the state was saved with",
+            for name in ("max_rows", "smoothing"):
+                if state[name] != getattr(self, name):
+                    raise StateError(
+                        describe(
+                            f"The saved scores were kept under another {name}",
+                            expected=str(getattr(self, name)),
+                            found=str(state[name]),
+                            fix=f"resume with the hard_examples({name}=) the state was saved with",
+                        )
                     )
-                )
             table = state["table"]
             frozen = [] if table is None else [_table_from(table)]
             pending = state["pending"]
@@ -234,6 +245,22 @@ def _latest(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray,
     losses = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
     unique, first = np.unique(hashes[::-1], return_index=True)  # over the reversed order: each hash's last
     return unique, losses[::-1][first]
+
+
+def _smoothed(
+    base: FrozenScores, hashes: np.ndarray, losses: np.ndarray, smoothing: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The next table: ``base`` with the epoch's latest losses blended in, ``smoothing * old + (1 - smoothing) * new``.
+
+    A row not measured in the epoch keeps its score; a row new to the table takes its loss.
+    """
+    unique = np.union1d(base.hashes, hashes)
+    kept = np.zeros(len(unique))
+    kept[np.searchsorted(unique, base.hashes)] = base.losses
+    at = np.searchsorted(unique, hashes)
+    known = np.isin(hashes, base.hashes, assume_unique=True)
+    kept[at] = np.where(known, smoothing * kept[at] + (1.0 - smoothing) * losses, losses)
+    return unique, kept
 
 
 def _table_state(table: FrozenScores) -> dict:
@@ -285,6 +312,7 @@ class HardExampleSampler:
             "samples_per_epoch": self.samples_per_epoch,
             "seed": self.seed,
             "max_rows": self.scores.max_rows,
+            "smoothing": self.scores.smoothing,
         }
 
     def unit_samples(self, unit_rows: Sequence[int]) -> list[int]:
@@ -387,6 +415,7 @@ def make_hard_sampler(
     quantile: float,
     temperature: float,
     max_rows: int | None,
+    smoothing: float,
     samples_per_epoch: int | None,
     seed: int,
 ) -> HardExampleSampler:
@@ -400,6 +429,8 @@ def make_hard_sampler(
         problems.append(("quantile", "0 <= quantile < 1", repr(quantile)))
     if not float(temperature) > 0.0:
         problems.append(("temperature", "> 0", repr(temperature)))
+    if not 0.0 <= float(smoothing) < 1.0:
+        problems.append(("smoothing", "0 <= smoothing < 1 (the weight of a row's older score)", repr(smoothing)))
     if max_rows is not None and max_rows < 1:
         problems.append(("max_rows", "None or >= 1", repr(max_rows)))
     if samples_per_epoch is not None and samples_per_epoch < 1:
@@ -415,5 +446,5 @@ def make_hard_sampler(
         float(temperature),
         None if samples_per_epoch is None else int(samples_per_epoch),
         int(seed),
-        RowScores(max_rows),
+        RowScores(max_rows, smoothing),
     )

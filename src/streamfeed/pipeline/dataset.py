@@ -422,6 +422,7 @@ class Dataset(Queries):
         quantile: float = 0.75,
         temperature: float = 1.0,
         max_rows: int | None = 1_000_000,
+        smoothing: float = 0.7,
         samples_per_epoch: int | None = None,
         seed: int | None = None,
     ) -> "Dataset":
@@ -436,7 +437,9 @@ class Dataset(Queries):
         expectation, at least ``floor`` times as often as a uniform draw
         would; ``floor=1`` is uniform. ``samples_per_epoch`` (default: the
         rows) is the exact epoch length; rows are drawn with replacement per
-        read unit. At most ``max_rows`` rows are scored (16 bytes each).
+        read unit. At most ``max_rows`` rows are scored (16 bytes each); a
+        row's score is a moving average of its losses over epochs, the older
+        weighing ``smoothing``.
         Implies a shuffle; ``seed`` defaults to the shuffle's. The method
         and its guarantees: :mod:`streamfeed.hard_examples`.
         """
@@ -455,6 +458,7 @@ class Dataset(Queries):
             quantile=quantile,
             temperature=temperature,
             max_rows=max_rows,
+            smoothing=smoothing,
             samples_per_epoch=samples_per_epoch,
             seed=cast(int, seed if seed is not None else dataset.seed),  # set: dataset is shuffled
         )
