@@ -15,7 +15,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     inspect = commands.add_parser(
         "inspect", help="show files, rows, schema and layout of a dataset, and warnings for training"
     )
-    inspect.add_argument("path", help="file or directory")
+    inspect.add_argument("path", help="file or directory (a DataCheckpoint directory: the training state it saved)")
     add_format(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON (the whole of stdout)")
     inspect.add_argument(
@@ -36,6 +36,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inspect import inspect
+    from ..inspect.training_state import is_training_state, read_training_state, render_training_state
+
+    if is_training_state(args.path):  # a DataCheckpoint directory: where training stood, not a dataset
+        summary = read_training_state(args.path)
+        print(json.dumps(summary, indent=1) if args.json else "\n".join(render_training_state(summary)), file=args.out)
+        return 0
 
     report = inspect(
         args.path, format=args.format, full=args.full, sample_rows=args.sample_rows,
