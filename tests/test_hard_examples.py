@@ -166,8 +166,6 @@ def test_refusals_name_what_to_do(path):
     for options in bad:
         with pytest.raises(ArgumentError, match="hard_examples"):
             plain.hard_examples("id", **options)
-    with pytest.raises(ArgumentError, match="shard"):
-        plain.shard(0, 2).hard_examples("id")
     with pytest.raises(ArgumentError, match="once"):
         plain.hard_examples("id").hard_examples("id")
     with pytest.raises(SchemaError, match="'nope'"):
@@ -177,7 +175,7 @@ def test_refusals_name_what_to_do(path):
 def test_the_table_keeps_the_latest_loss_of_the_smallest_hashes_within_max_rows():
     scores = RowScores(max_rows=100)
     scores.record(np.arange(1000), np.full(1000, 1.0))
-    scores.record(np.arange(10), np.full(10, 7.0))  # a later measurement of the same rows wins
+    scores.record(np.arange(10), np.full(10, 7.0))  # the highest measurement of a row in an epoch counts
     table = scores.freeze(1)
     assert len(table.hashes) == 100 and np.all(np.diff(table.hashes.astype(np.float64)) > 0)
     kept = table.lookup(np.arange(1000))
@@ -202,7 +200,8 @@ def test_the_table_keeps_the_latest_loss_of_the_smallest_hashes_within_max_rows(
 def test_a_score_is_a_moving_average_of_each_epochs_latest_loss():
     scores = RowScores(max_rows=None, smoothing=0.7)
     scores.record(np.arange(3), np.array([1.0, 2.0, 9.0]))
-    scores.record(np.arange(1), np.array([4.0]))  # within an epoch the latest wins
+    scores.record(np.arange(1), np.array([4.0]))  # within an epoch the highest counts
+    scores.record(np.arange(1), np.array([0.5]))
     first = scores.freeze(1)
     assert first.lookup(np.arange(4)).tolist()[:3] == [4.0, 2.0, 9.0]
     scores.record(np.array([0, 3]), np.array([1.0, 5.0]))  # row 1 and 2 not measured in epoch 1: kept
@@ -237,3 +236,33 @@ def test_systematic_draw_is_within_one_of_each_expectation():
         expected = samples * weights / weights.sum()
         assert counts.sum() == samples
         assert np.all(counts >= np.floor(expected)) and np.all(counts <= np.ceil(expected))
+
+
+@pytest.mark.parametrize("sampler", ["hard", "balance"])
+def test_sharded_draws_make_the_same_global_batches_for_any_worker_count(path, sampler):
+    """Lanes cut the epoch as drawn: every worker draws the units it overlaps as the unsharded epoch does."""
+    from _stats_reference import stats_of
+
+    base = sf.read_parquet(path).shuffle(seed=2, window=4)
+    if sampler == "hard":
+        drawn = scored(base.hard_examples("id", samples_per_epoch=3000))
+    else:
+        drawn = base.balance("y", stats=stats_of(base, categorical=["y"], label="y"), samples_per_epoch=3000)
+
+    def global_ids(count: int, epoch: int = 1) -> list[np.ndarray]:
+        per_worker = []
+        for index in range(count):
+            with drawn.shard(index, count, lanes=4).batch(128 // count).iter_epoch(epoch) as stream:
+                per_worker.append([b["id"].copy() for b in stream])
+        assert len({len(batches) for batches in per_worker}) == 1  # equal steps on every worker
+        return [np.concatenate([batches[t] for batches in per_worker]) for t in range(len(per_worker[0]))]
+
+    one = global_ids(1)
+    assert sum(len(ids) for ids in one) == 3000  # 3000 rows in 4 lanes of 750
+    for count in (2, 4):
+        assert all(np.array_equal(a, b) for a, b in zip(global_ids(count), one, strict=True)), count
+    # and the lanes hold the epoch as the unsharded pipeline draws it, cut into four
+    unsharded = served(drawn, 1)
+    for lane in range(4):
+        rows = np.concatenate([ids[lane * len(ids) // 4 : (lane + 1) * len(ids) // 4] for ids in one])
+        assert np.array_equal(rows, unsharded[lane * 750 : (lane + 1) * 750]), lane

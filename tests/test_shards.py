@@ -364,8 +364,6 @@ def test_mismatched_worker_counts_and_batch_sizes_are_refused_clearly(tmp_path):
         ds.shard(0, 2, lanes=4).batch(31).num_batches()
     with pytest.raises(ArgumentError, match="rows"):
         ds.filter(lambda c: c["id"] < 3, name="three").shard(0, 2, lanes=4).batch(2).num_batches()
-    with pytest.raises(ArgumentError, match="balance"):
-        ds.shard(0, 2).balance("id", stats=None)
     with pytest.raises(ArgumentError, match="batches"):
         ds.shard(0, 2).iter_epoch(0)
     saved = workers(ds, 2)[0]

@@ -5,7 +5,7 @@ epoch's rows by a seeded draw per read unit, as ``balance()`` does
 (:mod:`.sampling`): unit ``u`` emits exactly its largest-remainder share
 ``k_u`` of ``samples_per_epoch``, so the epoch length is known before the
 first batch and a ``Position`` resumes it. The weights come from each
-row's *score*, its training loss at its latest measurement, which
+row's *score*, its training loss (module doc: Scores), which
 :class:`streamfeed.keras.HardExampleMiner` measures during ``fit`` (one
 forward pass per trained batch) and writes to the sampler's
 :class:`RowScores`.
@@ -19,11 +19,12 @@ Keras adapter does not start reading a hard-example epoch before the one
 before it has ended (it does for other datasets). Epoch 0, and any epoch
 before a table was frozen, is uniform.
 
-**Scores.** A row's loss ``l`` is its latest loss in an epoch, blended
-into its older one when the epoch's table is frozen: ``l = smoothing *
-older + (1 - smoothing) * latest`` (an exponential moving average over
-epochs; ``smoothing=0``: the latest alone). Why: with the latest loss
-alone, rows drawn often were memorised, dropped from the next draw,
+**Scores.** A row's loss ``l`` is its highest loss in an epoch (a row
+drawn twice may be trained by two processes: the highest does not depend
+on which, or in which order), blended into its older one when the epoch's
+table is frozen: ``l = smoothing * older + (1 - smoothing) * highest`` (an
+exponential moving average over epochs; ``smoothing=0``: the epoch's
+alone). Why: with the epoch's loss alone, rows drawn often were memorised, dropped from the next draw,
 forgotten and drawn again, and the hard accuracy swung between epochs
 (``benchmarks/hard_examples.py``, module doc of the benchmark for the
 figures).
@@ -65,7 +66,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -76,6 +77,8 @@ from .row_ids import refuse_nan_ids, row_hashes
 from .sampling import largest_remainder
 
 Rule = Literal["loss", "quantile", "temperature"]
+Exchange = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""Every training process's ``(hashes, losses)``, concatenated in process order, on every process."""
 RULES: tuple[str, ...] = ("loss", "quantile", "temperature")
 _HARD_STREAM = 3  # independent of the fragment order (0), row permutation (1) and balance's draw (2)
 _PACKED_IDS = "__ids__"  # keras.packing.IDS: the name the ids have once packed for Keras
@@ -84,7 +87,7 @@ _KEPT_TABLES = 2  # frozen tables kept: the epoch being drawn and the one before
 
 @dataclass(frozen=True)
 class FrozenScores:
-    """The scores one epoch is drawn from: sorted id hashes and each one's latest loss."""
+    """The scores one epoch is drawn from: sorted id hashes and each one's score (its smoothed loss)."""
 
     epoch: int
     hashes: np.ndarray  # uint64, sorted, unique
@@ -103,8 +106,8 @@ class RowScores:
     """Per-row losses measured in training: merged into a frozen table per epoch, for that epoch's draw.
 
     ``record`` (the miner, on Keras's thread) appends measurements;
-    ``freeze(e)`` merges them into a new table for epoch ``e`` (the latest
-    measurement of a row wins) and starts collecting afresh; the draw
+    ``freeze(e)`` merges them into a new table for epoch ``e`` (a row's
+    highest measurement of the epoch, smoothed into its older score) and starts collecting afresh; the draw
     (the read threads) reads frozen tables only, which never change.
     """
 
@@ -118,7 +121,7 @@ class RowScores:
         self._first: int | None = None  # the first epoch drawn from a table: those before are uniform
 
     def record(self, ids: np.ndarray, losses: np.ndarray) -> None:
-        """Notes each row's loss at its latest training step (rows beyond ``max_rows`` are not kept)."""
+        """Notes each row's loss at a training step (rows beyond ``max_rows`` are not kept)."""
         ids = np.asarray(ids)
         refuse_nan_ids(ids)
         hashes = row_hashes(ids)
@@ -131,29 +134,33 @@ class RowScores:
                 self._compact()
 
     def _compact(self) -> None:
-        """Keeps of the pending measurements each row's latest, of the ``max_rows`` smallest hashes only.
+        """Keeps of the pending measurements each row's highest, of the ``max_rows`` smallest hashes only.
 
         No other can be in the next table: ``max_rows`` pending rows hash below it. So the pending part
         stays within ``2 * max_rows`` measurements, and the next table is what it would have been.
         """
-        unique, kept = _latest(self._pending)
+        unique, kept = _highest(self._pending)
         unique, kept = unique[: self.max_rows], kept[: self.max_rows]
         if self.max_rows is not None and len(unique) == self.max_rows:
             self._cut = min(self._cut, unique[-1])
         self._pending, self._pending_rows = [(unique, kept)], len(unique)
 
-    def freeze(self, epoch: int) -> FrozenScores:
+    def freeze(self, epoch: int, exchange: Exchange | None = None) -> FrozenScores:
         """The table epoch ``epoch`` is drawn from: the latest table with every measurement since merged in.
 
-        Idempotent: a table already frozen for ``epoch`` is returned as it is.
+        ``exchange``: in a job of several training processes, every process's
+        measurements (each measured the rows it trained). Idempotent: a table
+        already frozen for ``epoch`` is returned as it is.
         """
         with self._lock:
             if self._frozen and self._frozen[-1].epoch >= epoch:
                 if self._frozen[-1].epoch == epoch:
                     return self._frozen[-1]
                 raise StateError(describe(f"Scores for epoch {epoch} asked after epoch {self._frozen[-1].epoch}'s"))
+        measured = self._measured(exchange)  # a collective: outside the lock
+        with self._lock:
             base = self._frozen[-1] if self._frozen else FrozenScores(-1, np.empty(0, np.uint64), np.empty(0))
-            unique, kept = _smoothed(base, *_latest(self._pending), self.smoothing)
+            unique, kept = _smoothed(base, *measured, self.smoothing)
             if self.max_rows is not None and len(unique) > self.max_rows:
                 unique, kept = unique[: self.max_rows], kept[: self.max_rows]  # sorted: the smallest hashes
                 self._cut = unique[-1]
@@ -162,6 +169,12 @@ class RowScores:
             self._frozen = [*self._frozen, table][-_KEPT_TABLES:]
             self._pending, self._pending_rows = [], 0
             return table
+
+    def _measured(self, exchange: Exchange | None) -> tuple[np.ndarray, np.ndarray]:
+        """The measurements not merged yet, each row's highest; of every process with ``exchange``."""
+        with self._lock:
+            hashes, losses = _highest(self._pending)
+        return _highest([exchange(hashes, losses)]) if exchange is not None else (hashes, losses)
 
     def for_epoch(self, epoch: int) -> FrozenScores | None:
         """The table epoch ``epoch`` is drawn from (the latest frozen for it or before); None: uniform."""
@@ -178,13 +191,13 @@ class RowScores:
             return tables[-1] if tables else None
 
     # ------------------------------------------------------------ state
-    def state(self, epoch: int) -> dict:
-        """JSON-able: the table epoch ``epoch`` is drawn from and the measurements not merged yet."""
+    def state(self, epoch: int, exchange: Exchange | None = None) -> dict:
+        """JSON-able: the table epoch ``epoch`` is drawn from and the measurements not merged yet.
+
+        ``exchange``: of every training process, so that the one state saved holds all of them.
+        """
         table = self.for_epoch(epoch)
-        with self._lock:
-            pending = list(self._pending)
-        hashes = np.concatenate([p[0] for p in pending]) if pending else np.empty(0, np.uint64)
-        losses = np.concatenate([p[1] for p in pending]) if pending else np.empty(0)
+        hashes, losses = self._measured(exchange)
         return {
             "max_rows": self.max_rows,
             "smoothing": self.smoothing,
@@ -239,18 +252,28 @@ class RowScores:
         }
 
 
-def _latest(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique hashes of ``(hashes, losses)`` parts, each with its last loss in the parts' order."""
+def _highest(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique hashes of ``(hashes, losses)`` parts, each with its highest loss.
+
+    The highest, not the latest: it does not depend on the order of the
+    measurements, so it is the same whichever training process measured a
+    row drawn twice, and taking it again over a part already reduced (a
+    compaction, a restored state, a union of processes) changes nothing.
+    """
     hashes = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.uint64)
     losses = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-    unique, first = np.unique(hashes[::-1], return_index=True)  # over the reversed order: each hash's last
-    return unique, losses[::-1][first]
+    if len(hashes) == 0:
+        return hashes.astype(np.uint64), losses.astype(np.float64)
+    order = np.lexsort((losses, hashes))  # by hash, then loss: each hash's last is its highest
+    hashes, losses = hashes[order], losses[order]
+    last = np.flatnonzero(np.r_[hashes[1:] != hashes[:-1], True])
+    return hashes[last], losses[last]
 
 
 def _smoothed(
     base: FrozenScores, hashes: np.ndarray, losses: np.ndarray, smoothing: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The next table: ``base`` with the epoch's latest losses blended in, ``smoothing * old + (1 - smoothing) * new``.
+    """The next table: ``base`` with the epoch's losses blended in, ``smoothing * old + (1 - smoothing) * new``.
 
     A row not measured in the epoch keeps its score; a row new to the table takes its loss.
     """

@@ -37,15 +37,30 @@ import streamfeed as sf  # noqa: E402
 CRASH_CODE = 17
 
 
+def with_class(chunk: dict) -> dict:
+    flipped = chunk["id"] % 10 == 0
+    return {**chunk, "cls": ((chunk["y"] > 0) ^ flipped).astype("int64")}
+
+
+with_class.new_columns = ("cls",)  # type: ignore[attr-defined]
+
+
 def main() -> None:
     keras.distribution.set_distribution(keras.distribution.DataParallel(auto_shard_dataset=False))
     dataset = sf.read_parquet(settings["files"])
     dataset = dataset.shuffle(seed=settings.get("seed", 7)) if settings.get("shuffle", True) else dataset
+    hard = settings.get("hard")
+    if hard:  # a class label (y > 0, flipped on every tenth row: the hard ones) and hard-example sampling
+        dataset = dataset.map(with_class, name="cls").hard_examples("id", samples_per_epoch=hard)
     dataset = dataset.batch(settings["global_batch"] // count).shard(index, count, lanes=settings.get("lanes"))
-    train = dataset.to_keras(features=["a", "b"], label="y", ids="id")
+    train = dataset.to_keras(features=["a", "b"], label="cls" if hard else "y", ids="id")
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.SGD(0.05), "mse")
+    if hard:
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+        model.compile(keras.optimizers.SGD(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    else:
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.05), "mse")
     out: dict = {"steps": [], "ids": [], "seconds": [], "index": index}
     if settings.get("resume"):
         saved = json.loads(open(settings["resume"]).read())
@@ -75,6 +90,9 @@ def main() -> None:
             out["ids"].append(train.served_ids().tolist())
 
     callbacks: list = [Record()]
+    if hard:
+        miner = sf.keras.HardExampleMiner(train)
+        callbacks.insert(0, miner)
     initial_epoch = 0
     if settings.get("checkpoint"):
         checkpoint = sf.keras.DataCheckpoint(train, settings["checkpoint"], every=settings.get("every"))
@@ -83,6 +101,9 @@ def main() -> None:
     epochs = settings.get("epochs", 1)
     model.fit(train, epochs=epochs, initial_epoch=initial_epoch, verbose=0, callbacks=callbacks)
     out["weights"] = [w.tolist() for w in model.get_weights()]
+    if hard:
+        table = train.dataset.sampler.scores.state(train.epoch)["table"]
+        out["table"] = {"epoch": table["epoch"], "hashes": table["hashes"], "losses": table["losses"]}
     with open(settings["out"] + f".{index}", "w") as f:
         json.dump(out, f)
 

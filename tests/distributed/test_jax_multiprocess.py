@@ -178,3 +178,27 @@ def test_a_worker_whose_data_fails_stops_the_job_with_the_error_instead_of_a_han
     assert second_code != 0 and second["error"] == "CorruptFileError", results
     assert "part-2.parquet" in second["message"] and "row group 0" in second["message"]
     assert first_code != 0  # stopped by the runtime, not finished and not waiting
+
+
+def test_hard_example_scores_are_shared_by_every_process_and_the_draw_is_the_same_for_any_worker_count(
+    files, tmp_path
+):
+    """Each process scores the rows it trains; the table every process draws from holds all of them.
+
+    Two epochs of 4000 drawn rows (lanes=4): after epoch 0 (every row once), the frozen table holds
+    every row's loss on both processes alike, and epoch 1, drawn from it, has the same global order
+    on two processes as on one (the losses come from the same weights, whichever process measured).
+    """
+    settings = {"files": files, "global_batch": GLOBAL_BATCH, "lanes": 4, "epochs": 2, "hard": 4000}
+    two = run_job(2, settings, tmp_path / "two")
+    one = run_job(1, settings, tmp_path / "one")
+    assert [code for code, _ in two] == [0, 0] and one[0][0] == 0, (two, one)
+    (_, first), (_, second) = two
+    assert first["table"]["hashes"] == second["table"]["hashes"]
+    assert first["table"]["losses"] == second["table"]["losses"]
+    assert first["table"]["epoch"] == 2 and len(first["table"]["hashes"]) > 4000  # two epochs of 4000 distinct
+    for epoch in range(2):
+        order = _global_order([first["ids"][epoch], second["ids"][epoch]], GLOBAL_BATCH // 2)
+        assert len(order) == 4000
+        assert order == one[0][1]["ids"][epoch], epoch
+    np.testing.assert_allclose(one[0][1]["table"]["losses"], first["table"]["losses"], rtol=1e-4, atol=1e-5)

@@ -53,7 +53,7 @@ from ._keras_internals import (
 from .encoding import feature_encoding
 from .packing import IDS, W, X, Y, feature_matrix, pack_columns
 from .validation import check_model_inputs
-from .workers import check_workers_agree, jax_gather
+from .workers import check_workers_agree, jax_gather, rows_exchange
 
 ROW_SCORES = "row_scores"  # a hard-example dataset's state: the scores its epoch is drawn from
 
@@ -515,8 +515,8 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
 
     def _with_scores(self, state: dict) -> dict:
         """``state`` with the hard-example scores its epoch is drawn from (``row_scores``), if the draw uses any."""
-        if self._scores is not None:
-            state[ROW_SCORES] = self._scores.state(int(state["epoch"]))
+        if self._scores is not None:  # every process's measurements: one collective, as DataCheckpoint's own
+            state[ROW_SCORES] = self._scores.state(int(state["epoch"]), rows_exchange(jax_gather()))
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import ArgumentError, describe
 from ..hard_examples import HardExampleSampler
 from .trained_batches import TrainedBatchTap, forward_margins
+from .workers import jax_gather, rows_exchange
 
 
 class HardExampleMiner(TrainedBatchTap):
@@ -73,7 +74,7 @@ class HardExampleMiner(TrainedBatchTap):
         """Measures the trained batches; once the epoch is complete, freezes the scores for the next."""
         super().flush(trained)
         if self.dataset.epoch > self._data_epoch:  # the adapter moved on: the epoch was served in full
-            self.sampler.scores.freeze(self.dataset.epoch)
+            self.sampler.scores.freeze(self.dataset.epoch, rows_exchange(jax_gather()))  # every process's rows
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.flush(2**62)  # every batch kept: all of them were trained

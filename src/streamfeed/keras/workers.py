@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import StateError, describe
 
 Gather = Callable[[np.ndarray], np.ndarray]
-"""Stacks each process's 1-D int64 array into a ``(processes, n)`` array, on every process."""
+"""Stacks each process's 1-D integer array (of one length on every process) into ``(processes, n)``, on every one."""
 
 
 def state_digest(state: Mapping[str, Any]) -> int:
@@ -93,3 +93,32 @@ def disagreement(table: Sequence[Sequence[int]]) -> tuple[list[str], str]:
         f"worker {worker}: " + ", ".join(shown(row, name) for name in differing) for worker, row in enumerate(table)
     )
     return differing, found
+
+
+def rows_exchange(gather: Gather | None) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+    """Every process's ``(uint64 hashes, float64 losses)``, concatenated in process order (the hard-example
+    scores each process measured); None without several processes.
+
+    Three collectives: the lengths, then both arrays padded to the longest. The values travel as int32
+    pairs (``view``): JAX without ``jax_enable_x64`` would cut int64 to int32.
+    """
+    if gather is None:
+        return None
+
+    def exchange(hashes: np.ndarray, losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.asarray(gather(np.array([len(hashes)], dtype=np.int32))).reshape(-1).astype(np.int64)
+        longest = int(counts.max())
+        if longest == 0:
+            return np.empty(0, np.uint64), np.empty(0, np.float64)
+
+        def everyone(values: np.ndarray) -> list[np.ndarray]:
+            padded = np.zeros(longest, dtype=values.dtype)
+            padded[: len(values)] = values
+            table = np.asarray(gather(padded.view(np.int32)), dtype=np.int32).reshape(len(counts), 2 * longest)
+            return [row.view(values.dtype)[:count] for row, count in zip(table, counts.tolist())]
+
+        all_hashes = everyone(np.ascontiguousarray(hashes, dtype=np.uint64))
+        all_losses = everyone(np.ascontiguousarray(losses, dtype=np.float64))
+        return np.concatenate(all_hashes), np.concatenate(all_losses)
+
+    return exchange

@@ -10,18 +10,6 @@ from __future__ import annotations
 from ..errors import ArgumentError, describe
 
 
-def refuse_balanced_shards(*, balanced: bool, sharded: bool) -> None:
-    """``balance()`` and ``shard()`` do not combine: a balanced draw is per read unit, lanes cut the plain order."""
-    if balanced and sharded:
-        raise ArgumentError(
-            describe(
-                "balance() cannot be combined with shard()",
-                expected="a dataset that is balanced or sharded, not both",
-                fix="balance without sharding, or shard a dataset without balance()",
-            )
-        )
-
-
 def one_sampler() -> ArgumentError:
     """The refusal of a second ``balance()`` or ``hard_examples()``: one draw decides an epoch's rows."""
     return ArgumentError(

@@ -53,7 +53,6 @@ from .combinations import (
     buckets_not_balanced,
     buckets_not_sharded,
     one_sampler,
-    refuse_balanced_shards,
     windows_after_ops,
 )
 from .iterator import EpochIterator
@@ -249,7 +248,6 @@ class Dataset(Queries):
             )
         if remainder not in ("drop", "pad"):
             raise ArgumentError(describe("Invalid remainder", expected="'drop' or 'pad'", found=repr(remainder)))
-        refuse_balanced_shards(balanced=self.sampler is not None, sharded=True)
         if self.bucket is not None and not count == lanes == 1:
             raise buckets_not_sharded()
         if count == lanes == 1:  # one worker, one lane: the unsharded epoch, served as it is
@@ -397,7 +395,6 @@ class Dataset(Queries):
         """
         from ..sampling import make_sampler
 
-        refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
             raise buckets_not_balanced()
         if self.sampler is not None:
@@ -445,7 +442,6 @@ class Dataset(Queries):
         """
         from ..hard_examples import make_hard_sampler
 
-        refuse_balanced_shards(balanced=True, sharded=self.lanes is not None)
         if self.bucket is not None:
             raise buckets_not_balanced()
         if self.sampler is not None:

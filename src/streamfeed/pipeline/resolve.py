@@ -487,7 +487,11 @@ class LanePositions:
 
         def make() -> Lanes:
             lanes = deal_lanes(
-                self.resolution.read_plan(epoch).total_rows, int(self._dataset.lanes or 1), self._dataset.remainder
+                # the epoch as emitted (a sampler's draw sizes, balance() or hard_examples()): every lane
+                # draws the units it overlaps as the unsharded epoch draws them, so the global order is one
+                self.resolution.epoch_plan(epoch).total_rows,
+                int(self._dataset.lanes or 1),
+                self._dataset.remainder,
             )
             if lanes.dropped:
                 logger.info(
