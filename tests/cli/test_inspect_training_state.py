@@ -13,9 +13,9 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from _console import assert_short_failure, streamfeed
 
 import streamfeed as sf
-from _console import assert_short_failure, streamfeed
 from streamfeed.keras.checkpoint import commit_checkpoint
 
 ROWS = 600

@@ -180,9 +180,7 @@ def test_a_worker_whose_data_fails_stops_the_job_with_the_error_instead_of_a_han
     assert first_code != 0  # stopped by the runtime, not finished and not waiting
 
 
-def test_hard_example_scores_are_shared_by_every_process_and_the_draw_is_the_same_for_any_worker_count(
-    files, tmp_path
-):
+def test_hard_example_scores_are_shared_by_every_process_and_the_draw_is_the_same_for_any_worker_count(files, tmp_path):
     """Each process scores the rows it trains; the table every process draws from holds all of them.
 
     Two epochs of 4000 drawn rows (lanes=4): after epoch 0 (every row once), the frozen table holds
