@@ -1,4 +1,5 @@
-"""A real Keras fit from read_sql on each backend: PostgreSQL for TensorFlow, SQLite for JAX and torch."""
+"""A real Keras fit from read_sql on each backend: PostgreSQL through ADBC (TensorFlow) and through SQLAlchemy
+(every backend), SQLite (JAX and torch)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,22 @@ def _rows() -> list[tuple[int, float, float, float]]:
     return [(i, float(f[i, 0]), float(f[i, 1]), float(y[i])) for i in range(ROWS)]
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
-def test_fit(backend: str, pg: PostgresServer, tmp_path: Path):
-    if backend == "tensorflow":
+@pytest.mark.parametrize(
+    ("backend", "path"),
+    [
+        ("tensorflow", "adbc"),
+        ("jax", "sqlite"),
+        ("torch", "sqlite"),
+        # PostgreSQL through SQLAlchemy + psycopg (a URL of another scheme), on every backend
+        ("tensorflow", "sqlalchemy"),
+        ("jax", "sqlalchemy"),
+        ("torch", "sqlalchemy"),
+    ],
+)
+def test_fit(backend: str, path: str, pg: PostgresServer, tmp_path: Path):
+    if path != "sqlite":
         pg.load("fit", "id int PRIMARY KEY, f0 real, f1 real, y real", _rows())
-        connection = pg.url
+        connection = pg.url if path == "adbc" else pg.url.replace("postgresql://", "postgresql+psycopg://", 1)
     else:
         connection = str(tmp_path / "fit.db")
         with sqlite3.connect(connection) as handle:
