@@ -18,7 +18,12 @@ takes them (``x (1024, 8)`` float32, ``y``):
   SQLAlchemy Core + psycopg 3, rows to Arrow column by column;
 * ``pandas``: ``pandas.read_sql("SELECT ... ORDER BY id", engine,
   chunksize=65536)`` over SQLAlchemy + psycopg 3, each chunk stacked and cut
-  into batches (the generator users write; no shuffle, no resume, no count).
+  into batches (the generator users write; no shuffle, no resume, no count);
+* ``ray``: Ray Data's ``read_sql(sql, psycopg.connect, shard_keys=["id"])``
+  (hash-sharded queries, ``MD5(id) % n``) on a local cluster of 2 CPUs,
+  ``iter_batches(1024)``; its time includes starting the cluster (as a job
+  pays it), and its CPU the cluster's processes (the GCS, the raylet and
+  its workers).
 
 Printed: rows/s, CPU seconds per million rows (process CPU, all threads; the
 server's CPU is not counted), peak RSS, and each approach against pandas.
@@ -51,6 +56,7 @@ APPROACHES = {
     "streamfeed_shuffled": "streamfeed read_sql (ADBC) -> shuffle -> batch(1024)",
     "streamfeed_sqlalchemy": "streamfeed read_sql (SQLAlchemy + psycopg) -> batch(1024)",
     "pandas": "pandas read_sql(chunksize=65536) over SQLAlchemy + psycopg",
+    "ray": "Ray Data read_sql(shard_keys=['id'], 2 CPUs) over psycopg -> iter_batches(1024)",
 }
 
 
@@ -76,10 +82,41 @@ def load(server, rows: int) -> None:
     path.unlink()
 
 
+def _ray_epoch(url: str) -> tuple[int, float]:
+    """One epoch through Ray Data's read_sql on a local 2-CPU cluster: rows, and the CPU of the cluster's
+    processes (children of this one: the GCS, the raylet and its workers), which the driver's own CPU misses."""
+    import psutil
+    import psycopg
+
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        data = ray.data.read_sql(
+            f"SELECT id, {', '.join(FEATURES)}, y FROM {TABLE}", lambda: psycopg.connect(url), shard_keys=["id"]
+        )
+        count = 0
+        for batch in data.iter_batches(batch_size=1024, batch_format="numpy"):
+            x = np.column_stack([batch[name] for name in FEATURES])
+            count += len(x)
+        cluster = 0.0
+        for child in psutil.Process().children(recursive=True):
+            try:
+                times = child.cpu_times()
+                cluster += times.user + times.system + times.children_user + times.children_system
+            except psutil.Error:
+                pass
+        return count, cluster
+    finally:
+        ray.shutdown()
+
+
 def worker(approach: str, url: str) -> dict:
     started, cpu = C.now(), _cpu()
-    count = 0
-    if approach.startswith("streamfeed"):
+    count, cluster_cpu = 0, 0.0
+    if approach == "ray":
+        count, cluster_cpu = _ray_epoch(url)
+    elif approach.startswith("streamfeed"):
         import streamfeed as sf
 
         through = url.replace("postgresql://", "postgresql+psycopg://") if approach.endswith("sqlalchemy") else url
@@ -104,7 +141,7 @@ def worker(approach: str, url: str) -> dict:
                     x, _ = x_all[at : at + 1024], y_all[at : at + 1024]
                     count += len(x)
         engine.dispose()
-    seconds, cpu_seconds = C.now() - started, _cpu() - cpu
+    seconds, cpu_seconds = C.now() - started, _cpu() - cpu + cluster_cpu
     return {
         "rows": count,
         "seconds": seconds,
@@ -118,6 +155,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--repeat", type=int, default=2, help="interleaved runs; each approach's least CPU is kept")
+    p.add_argument("--approaches", default=",".join(APPROACHES), help="a subset, comma-separated")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--approach", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
@@ -134,7 +172,7 @@ def main() -> int:
         load_start = os.getloadavg()[0]
         results: dict[str, dict] = {}
         for _ in range(max(1, args.repeat)):
-            for approach in APPROACHES:
+            for approach in args.approaches.split(","):
                 result = C.run_worker(SCRIPT, ["--approach", approach, "--url", server.url], timeout=3600)
                 print(
                     f"  {approach}: { {k: v for k, v in result.items() if k != 'error'} }", file=sys.stderr, flush=True
