@@ -22,8 +22,9 @@ takes them (``x (1024, 8)`` float32, ``y``):
 * ``ray``: Ray Data's ``read_sql(sql, psycopg.connect, shard_keys=["id"])``
   (hash-sharded queries, ``MD5(id) % n``) on a local cluster of 2 CPUs,
   ``iter_batches(1024)``; its time includes starting the cluster (as a job
-  pays it), and its CPU the cluster's processes (the GCS, the raylet and
-  its workers).
+  pays it), its CPU the cluster's processes (the GCS, the raylet and
+  its workers), and its peak RSS the driver's peak plus those processes'
+  resident memory at the end of the epoch.
 
 Printed: rows/s, CPU seconds per million rows (process CPU, all threads; the
 server's CPU is not counted), peak RSS, and each approach against pandas.
@@ -82,7 +83,7 @@ def load(server, rows: int) -> None:
     path.unlink()
 
 
-def _ray_epoch(url: str) -> tuple[int, float]:
+def _ray_epoch(url: str) -> tuple[int, float, int]:
     """One epoch through Ray Data's read_sql on a local 2-CPU cluster: rows, and the CPU of the cluster's
     processes (children of this one: the GCS, the raylet and its workers), which the driver's own CPU misses."""
     import psutil
@@ -99,23 +100,24 @@ def _ray_epoch(url: str) -> tuple[int, float]:
         for batch in data.iter_batches(batch_size=1024, batch_format="numpy"):
             x = np.column_stack([batch[name] for name in FEATURES])
             count += len(x)
-        cluster = 0.0
+        cluster, resident = 0.0, 0
         for child in psutil.Process().children(recursive=True):
             try:
                 times = child.cpu_times()
                 cluster += times.user + times.system + times.children_user + times.children_system
+                resident += child.memory_info().rss
             except psutil.Error:
                 pass
-        return count, cluster
+        return count, cluster, resident
     finally:
         ray.shutdown()
 
 
 def worker(approach: str, url: str) -> dict:
     started, cpu = C.now(), _cpu()
-    count, cluster_cpu = 0, 0.0
+    count, cluster_cpu, cluster_rss = 0, 0.0, 0
     if approach == "ray":
-        count, cluster_cpu = _ray_epoch(url)
+        count, cluster_cpu, cluster_rss = _ray_epoch(url)
     elif approach.startswith("streamfeed"):
         import streamfeed as sf
 
@@ -147,7 +149,7 @@ def worker(approach: str, url: str) -> dict:
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "rows_per_s": count / seconds,
-        "peak_rss": C.peak_rss(),
+        "peak_rss": C.peak_rss() + cluster_rss,  # Ray: the driver's peak plus the cluster's processes at the end
     }
 
 
