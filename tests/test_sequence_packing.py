@@ -1,4 +1,4 @@
-"""``Dataset.pack``: many short token lists packed first-fit-decreasing into fixed-length rows.
+"""``Dataset.pack_sequences``: many short token lists packed first-fit-decreasing into fixed-length rows.
 
 The input is a Parquet file written by pyarrow (token lists of lengths
 0..64, a tenth of them empty, with a second list column ``tgt`` of the same
@@ -88,7 +88,7 @@ def check_every_row_once(rows: list[dict[str, np.ndarray]], truth: dict[int, dic
 
 def test_every_row_once_with_segment_ids_and_positions(tokens):
     path, truth = tokens
-    ds = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], max_segments=32)
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], max_segments=32)
     rows = rows_of(ds)
     check_every_row_once(rows, truth)
     assert len(ds) == len(rows) < ROWS / 2  # counted before the first row, and packed several to a row
@@ -98,7 +98,7 @@ def test_every_row_once_with_segment_ids_and_positions(tokens):
 @pytest.mark.parametrize("last_batch", ["keep", "drop"])
 def test_batches_of_packed_rows_are_counted_exactly(tokens, last_batch):
     path, truth = tokens
-    ds = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"]).shuffle(4, window=3)
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"]).shuffle(4, window=3)
     packed = len(ds)
     batched = ds.batch(8, last_batch=last_batch)
     with batched.iter_epoch(0) as stream:
@@ -128,7 +128,7 @@ def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
 
 def test_placement_is_first_fit_decreasing_per_fragment(tokens):
     path, truth = tokens
-    rows = rows_of(sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=None))
+    rows = rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=None))
     expected = []
     for start in range(0, ROWS, ROW_GROUP):  # unshuffled: fragment by fragment, each's bins in order
         ids = list(range(start, min(start + ROW_GROUP, ROWS)))
@@ -139,15 +139,15 @@ def test_placement_is_first_fit_decreasing_per_fragment(tokens):
 
 def test_the_same_for_a_seed_and_another_for_another_seed_or_epoch(tokens):
     path, truth = tokens
-    ds = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=3).shuffle(1, window=2).batch(16)
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=3).shuffle(1, window=2).batch(16)
 
     def ids(dataset: sf.Dataset, epoch: int) -> list[list[int]]:
         return [row["id"].tolist() for row in rows_of(dataset, epoch)]
 
     first = ids(ds, 0)
-    again = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=3).shuffle(1, window=2).batch(16)
+    again = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=3).shuffle(1, window=2).batch(16)
     assert ids(again, 0) == first == ids(ds, 0)
-    other = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=4).shuffle(1, window=2).batch(16)
+    other = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=4).shuffle(1, window=2).batch(16)
     packings = {tuple(map(tuple, sorted(packing))) for packing in (first, ids(ds, 1), ids(other, 0))}
     assert len(packings) == 3  # which equal-length rows share a packed row changes with the seed and the epoch
     assert ds.num_batches(0) == ds.num_batches(1) == other.num_batches(0)  # the count does not
@@ -156,7 +156,7 @@ def test_the_same_for_a_seed_and_another_for_another_seed_or_epoch(tokens):
 
 def test_the_same_for_one_and_four_read_threads(tokens):
     path, _ = tokens
-    ds = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"]).shuffle(2, window=3).batch(16)
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"]).shuffle(2, window=3).batch(16)
     one, four = (rows_of(ds.with_options(read_threads=n)) for n in (1, 4))
     assert len(one) == len(four)
     for a, b in zip(one, four):
@@ -166,14 +166,14 @@ def test_the_same_for_one_and_four_read_threads(tokens):
 @pytest.mark.parametrize("stop", [1, 5, 11])
 def test_resume_mid_epoch_serves_the_rest_of_the_uninterrupted_epoch(tokens, stop):
     path, _ = tokens
-    ds = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=8).shuffle(6, window=2).batch(4)
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=8).shuffle(6, window=2).batch(4)
     with ds.iter_epoch(1) as stream:
         full = list(stream)
     with ds.iter_epoch(1) as stream:
         for _ in range(stop):
             next(stream)
         state = stream.get_state()
-    fresh = sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], seed=8).shuffle(6, window=2).batch(4)
+    fresh = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=8).shuffle(6, window=2).batch(4)
     assert fresh.num_batches(state=state) == len(full) - stop
     with fresh.iter_epoch(state=state) as stream:
         rest = list(stream)
@@ -205,7 +205,7 @@ def pieces_by_id(rows: list[dict[str, np.ndarray]]) -> dict[int, list[list[int]]
 def test_a_row_longer_than_the_length_raises_naming_file_row_and_column(long_rows):
     path, truth = long_rows
     with pytest.raises(sf.DataError) as excinfo:
-        rows_of(sf.read_parquet(path).pack(16))
+        rows_of(sf.read_parquet(path).pack_sequences(16))
     message = str(excinfo.value)
     first = next(i for i in range(50) if len(truth[i]) > 16)
     assert str(path) in message and f"row {first}" in message and "'tok'" in message
@@ -215,7 +215,7 @@ def test_a_row_longer_than_the_length_raises_naming_file_row_and_column(long_row
 @pytest.mark.parametrize("truncate", ["end", "start", "split"])
 def test_truncation_policies(long_rows, truncate):
     path, truth = long_rows
-    rows = rows_of(sf.read_parquet(path).pack(16, truncate=truncate, max_segments=16))
+    rows = rows_of(sf.read_parquet(path).pack_sequences(16, truncate=truncate, max_segments=16))
     pieces = pieces_by_id(rows)
     assert sorted(pieces) == sorted(truth)
     for index, row in truth.items():
@@ -234,13 +234,13 @@ def served_ids(rows: list[dict[str, np.ndarray]]) -> list[int]:
 
 def test_filters_before_and_after_packing_are_counted(tokens):
     path, truth = tokens
-    even = sf.read_parquet(path).filter(lambda c: c["id"] % 2 == 0, name="even").pack(LENGTH, columns=["tok"])
+    even = sf.read_parquet(path).filter(lambda c: c["id"] % 2 == 0, name="even").pack_sequences(LENGTH)
     rows = rows_of(even)
     assert len(even) == len(rows)
     assert served_ids(rows) == sorted(i for i, source in truth.items() if source["tok"] and i % 2 == 0)
     crowded = (
         sf.read_parquet(path)
-        .pack(LENGTH, columns=["tok"])
+        .pack_sequences(LENGTH)
         .filter(lambda c: c["tok_segment_ids"].max(axis=1) > 2, name="crowded")
     )
     rows = rows_of(crowded)
@@ -252,7 +252,11 @@ def test_a_saved_state_is_refused_under_another_packing(tokens):
     base = sf.read_parquet(path)
 
     def pipeline(**settings) -> sf.Dataset:
-        return base.pack(**{"length": LENGTH, "columns": ["tok", "tgt"], **settings}).shuffle(1, window=2).batch(8)
+        return (
+            base.pack_sequences(**{"length": LENGTH, "columns": ["tok", "tgt"], **settings})
+            .shuffle(1, window=2)
+            .batch(8)
+        )
 
     with pipeline().iter_epoch(0) as stream:
         next(stream)
@@ -274,14 +278,14 @@ def test_a_saved_state_is_refused_under_another_packing(tokens):
 
 def test_columns_of_their_own_length(tokens):
     path, truth = tokens
-    rows = rows_of(sf.read_parquet(path).pack({"tok": 64, "tgt": 80}))
+    rows = rows_of(sf.read_parquet(path).pack_sequences({"tok": 64, "tgt": 80}))
     assert rows[0]["tok"].shape == (64,) and rows[0]["tgt"].shape == (80,)
     assert served_ids(rows) == sorted(i for i, source in truth.items() if source["tok"])
 
 
 def test_max_segments_caps_the_rows_per_packed_row(tokens):
     path, truth = tokens
-    rows = rows_of(sf.read_parquet(path).pack(LENGTH, columns=["tok", "tgt"], max_segments=2))
+    rows = rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], max_segments=2))
     assert max(int(r["tok_segment_ids"].max()) for r in rows) == 2 and rows[0]["id"].shape == (2,)
     check_every_row_once(rows, truth)
 
@@ -301,15 +305,15 @@ def test_max_segments_caps_the_rows_per_packed_row(tokens):
 def test_invalid_settings_are_refused_with_the_error_shape(tokens, settings, match):
     path, _ = tokens
     with pytest.raises(sf.ArgumentError, match=match) as excinfo:
-        sf.read_parquet(path).pack(**settings)
+        sf.read_parquet(path).pack_sequences(**settings)
     assert "Expected" in str(excinfo.value) or "expected" in str(excinfo.value)
 
 
 def test_pack_after_batch_and_a_column_that_is_not_a_list_are_refused(tokens):
     path, _ = tokens
     with pytest.raises(sf.ArgumentError, match="before batch"):
-        sf.read_parquet(path).batch(8).pack(8)
+        sf.read_parquet(path).batch(8).pack_sequences(8)
     with pytest.raises(sf.ArgumentError, match="'y'"):
-        rows_of(sf.read_parquet(path).pack(LENGTH, columns=["tok", "y"]))
+        rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "y"]))
     with pytest.raises(sf.ArgumentError, match="'nope'"):
-        rows_of(sf.read_parquet(path).pack(LENGTH, columns=["nope"]))
+        rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["nope"]))

@@ -4,7 +4,7 @@ Each backend runs in its own process (Keras fixes its backend at import).
 The model takes the packed tokens, their positions (a position embedding)
 and their segment ids, from which it builds the attention mask that keeps
 each packed sequence to itself (``segment_q == segment_k``); a per-token
-weight of 0 on padding (a ``map`` after ``pack``) keeps the pad tokens out
+weight of 0 on padding (a ``map`` after ``pack_sequences``) keeps the pad tokens out
 of the loss. The per-token label is learnable from the tokens, so the loss
 must fall on every backend, and every batch the model sees has the one
 packed shape.
@@ -41,7 +41,7 @@ _FIT = textwrap.dedent(
     def weights(columns):
         return {**columns, "w": (columns["tok_segment_ids"] > 0).astype("float32")}
 
-    ds = sf.read_parquet(path).pack(length, columns=["tok", "tgt"], max_segments=16, seed=0)
+    ds = sf.read_parquet(path).pack_sequences(length, columns=["tok", "tgt"], max_segments=16, seed=0)
     ds = ds.map(weights, name="weights").shuffle(1, window=2).batch(batch, last_batch="pad")
     data = ds.to_keras(
         features=["tok", "tok_positions", "tok_segment_ids"], label="tgt", sample_weight="w",
@@ -103,7 +103,7 @@ def test_keras_fits_packed_rows_with_a_segment_attention_mask(tokens, backend):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     result = json.loads(lines[-1][len("RESULT ") :])
-    packed = len(sf.read_parquet(tokens).pack(LENGTH, columns=["tok", "tgt"], max_segments=16))
+    packed = len(sf.read_parquet(tokens).pack_sequences(LENGTH, columns=["tok", "tgt"], max_segments=16))
     assert result["backend"] == backend
     assert packed < 600 / 2 and result["steps"] == -(-packed // BATCH)  # exact, known before the first batch
     assert result["served"] == [[[BATCH, LENGTH]] * 3]  # one packed shape for every input of every batch
