@@ -317,3 +317,11 @@ def test_pack_after_batch_and_a_column_that_is_not_a_list_are_refused(tokens):
         rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "y"]))
     with pytest.raises(sf.ArgumentError, match="'nope'"):
         rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["nope"]))
+
+
+def test_fragments_of_only_empty_rows_or_no_rows_pack_into_nothing(tokens):
+    path, _ = tokens
+    empty = sf.read_parquet(path).filter(lambda c: c["tok"].lengths() == 0, name="empty").pack_sequences(LENGTH)
+    nothing = sf.read_parquet(path).filter(lambda c: c["id"] < 0, name="none").pack_sequences(LENGTH)
+    for ds in (empty, nothing):
+        assert len(ds) == 0 and rows_of(ds) == [] and len(ds.batch(4)) == 0

@@ -285,7 +285,7 @@ def first_fit_decreasing(
     start_of = np.empty((count, width), dtype=np.int64)
     cap = np.iinfo(np.int64).max if max_segments is None else max_segments
     changes = np.flatnonzero((np.diff(lengths, axis=0) != 0).any(axis=1)) + 1
-    bounds = [0, *changes.tolist(), count]
+    bounds = [0, *changes.tolist(), count] if count else [0]
     used_rows = 0
     for first, stop in zip(bounds[:-1], bounds[1:]):
         size, many = lengths[first], stop - first
