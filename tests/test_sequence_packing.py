@@ -325,3 +325,14 @@ def test_fragments_of_only_empty_rows_or_no_rows_pack_into_nothing(tokens):
     nothing = sf.read_parquet(path).filter(lambda c: c["id"] < 0, name="none").pack_sequences(LENGTH)
     for ds in (empty, nothing):
         assert len(ds) == 0 and rows_of(ds) == [] and len(ds.batch(4)) == 0
+
+
+def test_under_skip_a_fragment_with_a_row_too_long_is_left_out_of_the_count_and_the_epoch(long_rows):
+    path, truth = long_rows
+    ds = sf.read_parquet(path, on_error="skip").pack_sequences(39)  # only some fragments hold a row of 40
+    long = {start for start in range(0, 120, 50) if any(len(truth[i]) > 39 for i in range(start, min(start + 50, 120)))}
+    assert 0 < len(long) < 3
+    rows = rows_of(ds)
+    assert len(ds) == len(rows) > 0
+    kept = [i for i in truth if i - i % 50 not in long]
+    assert sorted(pieces_by_id(rows)) == kept and ds.report.skipped_units == len(long)
