@@ -109,14 +109,14 @@ def test_batches_of_packed_rows_are_counted_exactly(tokens, last_batch):
         check_every_row_once(rows_of(batched), truth)
 
 
-def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
+def first_fit_decreasing(lengths: list[int], capacity: int, most: int | None = None) -> list[list[int]]:
     """The reference: rows (their indices) by decreasing length, ties in source order, each into the first bin
-    with room."""
+    with room (and fewer than ``most`` rows)."""
     bins: list[list[int]] = []
     room: list[int] = []
     for index in sorted((i for i, n in enumerate(lengths) if n), key=lambda i: -lengths[i]):
         for b, free in enumerate(room):
-            if free >= lengths[index]:
+            if free >= lengths[index] and (most is None or len(bins[b]) < most):
                 bins[b].append(index)
                 room[b] -= lengths[index]
                 break
@@ -126,13 +126,15 @@ def first_fit_decreasing(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def test_placement_is_first_fit_decreasing_per_fragment(tokens):
+@pytest.mark.parametrize("columns, most", [(["id", "tok", "tgt"], None), (["id", "tok"], None), (["id", "tok"], 3)])
+def test_placement_is_first_fit_decreasing_per_fragment(tokens, columns, most):
     path, truth = tokens
-    rows = rows_of(sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"], seed=None))
+    rows = rows_of(sf.read_parquet(path, columns=columns).pack_sequences(LENGTH, seed=None, max_segments=most))
     expected = []
     for start in range(0, ROWS, ROW_GROUP):  # unshuffled: fragment by fragment, each's bins in order
         ids = list(range(start, min(start + ROW_GROUP, ROWS)))
-        expected += [[ids[i] for i in b] for b in first_fit_decreasing([len(truth[i]["tok"]) for i in ids], LENGTH)]
+        lengths = [len(truth[i]["tok"]) for i in ids]
+        expected += [[ids[i] for i in b] for b in first_fit_decreasing(lengths, LENGTH, most)]
     served = [row["id"][: int(row["tok_segment_ids"].max())].tolist() for row in rows]
     assert served == expected
 

@@ -295,6 +295,18 @@ def first_fit_decreasing(
     used_rows = 0
     for first, stop in zip(bounds[:-1], bounds[1:]):
         size, many = lengths[first], stop - first
+        if many == 1:  # a length of its own (most of a small fragment's): the first row with room, or a new one
+            fit = room[:used_rows, 0] >= size[0] if width == 1 else (room[:used_rows] >= size).all(axis=1)
+            if max_segments is not None:
+                fit &= segments[:used_rows] < max_segments
+            row = int(np.argmax(fit)) if used_rows else 0
+            if not used_rows or not fit[row]:
+                row, used_rows = used_rows, used_rows + 1
+                room[row], segments[row] = capacity, 0
+            row_of[first], segment_of[first], start_of[first] = row, segments[row], capacity - room[row]
+            room[row] -= size
+            segments[row] += 1
+            continue
         used = size > 0
         fits = (room[:used_rows][:, used] // size[used]).min(axis=1)
         fits = np.minimum(fits, cap - segments[:used_rows])
