@@ -23,7 +23,7 @@ process of its own, so that its peak RSS is its own, one after the other:
 Reported per approach: packed rows, packed rows/s and sequences/s over the
 epoch, CPU seconds per million tokens (the process's, every thread), the
 share of pad tokens among the packed rows' tokens, and peak RSS
-(``ru_maxrss``). ``--no-grain`` leaves Grain out (it is installed with
+(``ru_maxrss``), beside the peak after the imports alone. ``--no-grain`` leaves Grain out (it is installed with
 ``pip install grain==0.2.18 array-record==0.8.6``).
 """
 
@@ -65,6 +65,7 @@ def peak_rss_mib() -> float:
 def run_streamfeed(path: str) -> dict:
     import streamfeed as sf
 
+    imported = peak_rss_mib()
     dataset = sf.read_parquet(path, columns=["tok"]).pack_sequences(LENGTH).batch(BATCH)  # what Grain is given
     started, cpu = time.perf_counter(), time.process_time()
     steps = len(dataset)
@@ -78,13 +79,15 @@ def run_streamfeed(path: str) -> dict:
             pads += int(np.count_nonzero(ids == 0))
             segments += int(ids.max(axis=1).sum())
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return {"steps": steps, "rows": rows, "pads": pads, "segments": segments, "seconds": seconds, "cpu": cpu, **count}
+    out = {"steps": steps, "rows": rows, "pads": pads, "segments": segments, "seconds": seconds, "cpu": cpu}
+    return {**out, **count, "imported_rss_mib": imported}
 
 
 def run_grain(path: str, bins: int) -> dict:
     import grain
     import pyarrow.parquet as pq
 
+    imported = peak_rss_mib()
     column = pq.read_table(path, columns=["tok"]).column("tok").combine_chunks()
     offsets, values = column.offsets.to_numpy(), column.values.to_numpy()
     source = [{"tok": values[offsets[i] : offsets[i + 1]]} for i in range(len(offsets) - 1)]
@@ -102,7 +105,14 @@ def run_grain(path: str, bins: int) -> dict:
         pads += int(np.count_nonzero(ids == 0))
         segments += int(ids.max())
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return {"rows": rows, "pads": pads, "segments": segments, "seconds": seconds, "cpu": cpu}
+    return {
+        "rows": rows,
+        "pads": pads,
+        "segments": segments,
+        "seconds": seconds,
+        "cpu": cpu,
+        "imported_rss_mib": imported,
+    }
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -140,14 +150,16 @@ def main() -> None:
                 name = f"grain FirstFitPack, {bins} bins"
                 runs.append((name, spawn("--worker", "grain", "--path", str(path), "--bins", str(bins))))
     print(f"{args.sequences} sequences, {tokens} tokens (mean {tokens / args.sequences:.1f}), rows of {LENGTH}")
-    header = f"{'approach':34} {'rows':>7} {'rows/s':>9} {'seq/s':>10} {'CPU s/Mtok':>10} {'pad %':>6} {'RSS MiB':>8}"
+    header = f"{'approach':34} {'rows':>7} {'rows/s':>9} {'seq/s':>10} {'CPU s/Mtok':>10} {'pad %':>6}"
+    header += f" {'RSS MiB':>8} {'imports':>8}"
     print(header)
     for name, run in runs:
         assert run["segments"] == args.sequences, (name, run["segments"])  # every sequence packed, once
         print(
             f"{name:34} {run['rows']:>7} {run['rows'] / run['seconds']:>9.0f} "
             f"{args.sequences / run['seconds']:>10.0f} {run['cpu'] / tokens * 1e6:>10.3f} "
-            f"{100 * run['pads'] / (run['rows'] * LENGTH):>6.2f} {run['peak_rss_mib']:>8.0f}"
+            f"{100 * run['pads'] / (run['rows'] * LENGTH):>6.2f} "
+            f"{run['peak_rss_mib']:>8.0f} {run['imported_rss_mib']:>8.0f}"
         )
         if "count_seconds" in run:
             print(
