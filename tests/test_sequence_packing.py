@@ -338,3 +338,36 @@ def test_under_skip_a_fragment_with_a_row_too_long_is_left_out_of_the_count_and_
     assert len(ds) == len(rows) > 0
     kept = [i for i in truth if i - i % 50 not in long]
     assert sorted(pieces_by_id(rows)) == kept and ds.report.skipped_units == len(long)
+
+
+def test_shards_of_packed_rows_partition_them(tokens):
+    path, truth = tokens
+    ds = sf.read_parquet(path).pack_sequences(LENGTH, columns=["tok", "tgt"]).shuffle(3, window=2)
+    whole = rows_of(ds.batch(4))
+    parts = [rows_of(ds.shard(index, 2, remainder="pad").batch(2)) for index in range(2)]
+    assert len(parts[0]) == len(parts[1]) >= len(whole) / 2
+    served = [row["id"].tolist() for part in parts for row in part]
+    assert sorted(map(tuple, {tuple(ids) for ids in served})) == sorted(tuple(row["id"].tolist()) for row in whole)
+
+
+def test_split_cuts_every_packed_column_into_pieces_of_its_own_length(tokens):
+    path, truth = tokens
+    rows = rows_of(sf.read_parquet(path).pack_sequences({"tok": 16, "tgt": 8}, truncate="split", max_segments=8))
+    pieces: dict[str, dict[int, list[list[int]]]] = {"tok": {}, "tgt": {}}
+    segments_of: dict[int, int] = {}
+    for row in rows:
+        for segment in range(1, int(max(row["tok_segment_ids"].max(), row["tgt_segment_ids"].max())) + 1):
+            source = int(row["id"][segment - 1])
+            segments_of[source] = segments_of.get(source, 0) + 1
+        for column in ("tok", "tgt"):
+            for segment, values in segments(row, column):
+                pieces[column].setdefault(int(row["id"][segment - 1]), []).append(values)
+    for index, source in truth.items():
+        if not source["tok"]:
+            assert index not in segments_of
+            continue
+        assert segments_of[index] == -(-len(source["tgt"]) // 8)  # tgt's 8 cut more pieces than tok's 16
+        for column, length in (("tok", 16), ("tgt", 8)):
+            got = pieces[column][index]
+            assert len(got) == -(-len(source[column]) // length) and all(len(piece) <= length for piece in got)
+            assert sorted(sum(got, [])) == sorted(source[column])
