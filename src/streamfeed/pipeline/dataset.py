@@ -153,9 +153,15 @@ class Dataset(Queries):
         First-fit decreasing per fragment in the read threads (before
         ``batch``), so the packed rows are the same for any thread count and a
         resume replays nothing; the epoch's rows are counted once, as after a
-        ``filter``. Other columns come per segment, ``(max_segments, ...)``.
-        Every setting is in the saved state's fingerprint. The policies and
-        figures: ``runtime/sequence_packing.py`` and ``docs/sequences.md``.
+        ``filter``. ``length``: an int, or ``{column: length}``; ``columns``:
+        the list columns to pack (None: every one); ``truncate``: a longer row
+        raises (``"error"``), keeps its first or last values (``"end"``,
+        ``"start"``) or is cut into pieces (``"split"``); ``value``: the
+        padding; ``max_segments``: the most sequences per row, and the width
+        of the other columns, which come per segment; ``seed``: orders rows of
+        equal length, per epoch (None: source order). Every setting is in the
+        saved state's fingerprint. The policies and figures:
+        ``runtime/sequence_packing.py`` and ``docs/sequences.md``.
         """
         if self.batch_size is not None:
             raise ArgumentError(
