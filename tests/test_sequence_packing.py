@@ -371,3 +371,11 @@ def test_split_cuts_every_packed_column_into_pieces_of_its_own_length(tokens):
             got = pieces[column][index]
             assert len(got) == -(-len(source[column]) // length) and all(len(piece) <= length for piece in got)
             assert sorted(sum(got, [])) == sorted(source[column])
+
+
+def test_the_memory_layout_counts_packed_rows_at_three_times_the_source_bytes(tokens):
+    path, _ = tokens
+    plain = sf.read_parquet(path).shuffle(1, window=4).batch(8, pad=sf.Pad())
+    packed = sf.read_parquet(path).pack_sequences(LENGTH).shuffle(1, window=4).batch(8)
+    buffers = plain.resolution.layout(), packed.resolution.layout()
+    assert buffers[1].estimated_bytes > 2 * buffers[0].estimated_bytes  # the unit buffers, read-ahead and batches

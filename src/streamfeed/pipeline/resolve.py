@@ -261,10 +261,12 @@ class Resolution:
             rows = [fragment.num_rows for fragment, ok in zip(source.fragments, readable) if ok] or [0]
             sizes = [size for size, ok in zip(self.fragment_bytes(), readable) if ok] or [0.0]
             row_bytes = sum(sizes) / sum(rows) if sum(rows) else float(source.row_bytes)
+            # An op whose rows hold more bytes than it is given says how many times (pack_sequences): buffers hold them
+            grown = float(np.prod([getattr(op, "bytes_factor", 1.0) for op in self.dataset.row_ops]))
             return {
                 "fragment_rows": max(1.0, float(np.mean(rows))),
                 "largest_fragment_rows": max(sizes) / row_bytes if row_bytes else float(max(rows)),
-                "row_bytes": row_bytes,
+                "row_bytes": row_bytes * grown,
             }
 
         return self._once("sizes", make)

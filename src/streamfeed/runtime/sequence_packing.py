@@ -64,6 +64,13 @@ pieces of ``length`` values (the last shorter), each a segment of its own
 with positions from 0 (its other columns repeated per piece). A row empty in
 every packed column has no token to carry: it is left out, and counted out.
 
+**Memory.** A packed row holds its tokens, segment ids and positions: the
+op declares ``bytes_factor = 3`` (int32 tokens), and the memory layout and
+the default shuffle window count the rows it yields at three times the
+source's bytes (``Resolution._sizes``). Its per-token index arrays are int32
+and updated in place, so packing a fragment needs a few 4-byte arrays of its
+tokens beside the packed rows.
+
 Every setting is the op's identity (every field of :class:`Pack`, by
 construction), so a state saved under one packing is refused under another.
 """
@@ -198,6 +205,9 @@ class Pack:
         # What the counting pass runs in its place: the same checks and placement, no packed rows made (a fifth
         # of the op's time, measured), as the count is the same for every epoch and seed.
         pack.counting = counting  # type: ignore[attr-defined]
+        # The bytes a packed row holds over the rows it came from: int32 tokens, segment ids and positions, 3x the
+        # tokens' (int64 tokens: 2x). The memory layout and the default shuffle window are sized by it (resolve.py).
+        pack.bytes_factor = 3.0  # type: ignore[attr-defined]
         if self.columns is not None:
             pack.new_columns = self.added_columns()  # type: ignore[attr-defined]
         return pack
@@ -380,10 +390,18 @@ def pack_rows(
             continue
         index = names.index(name)
         size, values, width_of = lengths[:, index], columns[index].values, int(capacity[index])
-        within = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
-        at = np.repeat(row_of * width_of + start_of[:, index], size) + within  # into the flat (rows x length)
+        # Per-token indices in int32 where they fit, updated in place: the transient memory is a few arrays of the
+        # fragment's tokens, each of 4 bytes, rather than of 8 and one more per expression.
+        kind = np.int32 if max(len(values), packed * width_of) < 2**31 else np.int64
+        within = np.arange(int(size.sum()), dtype=kind)
+        within -= np.repeat((np.cumsum(size) - size).astype(kind), size)
+        at = np.repeat((row_of * width_of + start_of[:, index]).astype(kind), size)  # into the flat (rows x length)
+        at += within
+        taken = np.repeat(starts[:, index].astype(kind), size)
+        taken += within
         tokens = np.full(packed * width_of, pack.value, dtype=values.dtype)
-        tokens[at] = values[np.repeat(starts[:, index], size) + within]
+        tokens[at] = values[taken]
+        del taken
         segment_ids = np.zeros(packed * width_of, dtype=np.int32)
         segment_ids[at] = np.repeat((segment_of + 1).astype(np.int32), size)
         positions = np.zeros(packed * width_of, dtype=np.int32)
