@@ -47,6 +47,7 @@ from ..runtime.autotune import resolve as resolve_autotune
 from ..runtime.batch import PAD_MASK, LastBatch
 from ..runtime.bucketing import Bucket
 from ..runtime.padding import Pad
+from ..runtime.sequence_packing import Pack, PackTruncate
 from ..runtime.spec import Op
 from .bucketed import check_bucket
 from .combinations import (
@@ -141,6 +142,42 @@ class Dataset(Queries):
         op = filtering(predicate, str(name or getattr(predicate, "__name__", "filter")))
         op.identity = op_identity(predicate, name, version)  # type: ignore[attr-defined]
         return self._with(row_ops=self.row_ops + (op,), filtered=True)
+
+    def pack_sequences(
+        self,
+        length: int | Mapping[str, int],
+        *,
+        columns: Sequence[str] | None = None,
+        truncate: PackTruncate = "error",
+        value: int | float = 0,
+        max_segments: int | None = None,
+        seed: int | None = 0,
+    ) -> "Dataset":
+        """Packs the rows' list columns into rows of ``length`` tokens, with ``<name>_segment_ids`` and ``_positions``.
+
+        First-fit decreasing per fragment in the read threads (before
+        ``batch``), so the packed rows are the same for any thread count and a
+        resume replays nothing; the epoch's rows are counted once, as after a
+        ``filter``. ``length``: an int, or ``{column: length}``; ``columns``:
+        the list columns to pack (None: every one); ``truncate``: a longer row
+        raises (``"error"``), keeps its first or last values (``"end"``,
+        ``"start"``) or is cut into pieces (``"split"``); ``value``: the
+        padding; ``max_segments``: the most sequences per row, and the width
+        of the other columns, which come per segment; ``seed``: orders rows of
+        equal length, per epoch (None: source order). Every setting is in the
+        saved state's fingerprint. The policies and figures:
+        ``runtime/sequence_packing.py`` and ``docs/sequences.md``.
+        """
+        if self.batch_size is not None:
+            raise ArgumentError(
+                describe(
+                    "pack_sequences() after batch()",
+                    expected="pack_sequences() before batch()",
+                    fix="move .pack_sequences() before .batch()",
+                )
+            )
+        packing = Pack(length, columns, truncate, value, max_segments, seed)
+        return self._with(row_ops=self.row_ops + (packing.op(),), filtered=True)
 
     def shuffle(self, seed: int | None = None, *, window: int | None = None) -> "Dataset":
         """Shuffles fragment order per epoch and rows within windows of fragments.

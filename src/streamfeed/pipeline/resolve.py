@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from ..runtime.batch import num_batches
 from ..runtime.epoch import produce_epoch
 from ..runtime.lanes import produce_lanes
 from ..runtime.shuffle import UnitBuffers
-from ..runtime.spec import EpochSpec
+from ..runtime.spec import EpochSpec, Op
 from ..state import make_lane_state, make_state, parse_lane_state, parse_state
 from . import passes
 from .bucketed import BucketPositions
@@ -185,8 +185,10 @@ class Resolution:
             logger.info("counting rows after filters: one pass over %d fragments", len(fragments))
             indices = [index for index, ok in enumerate(readable) if ok]
             counts = dict.fromkeys(range(len(fragments)), 0)
+            ops = dataset.row_ops  # a last op that can count its rows without making them does (pack_sequences)
+            ops = ops[:-1] + (ops[-1].counting,) if ops and hasattr(ops[-1], "counting") else ops
             for index, rows in zip(
-                indices, self.fragment_pass(lambda _, chunk: chunk_len(chunk), indices, name="count")
+                indices, self.fragment_pass(lambda _, chunk: chunk_len(chunk), indices, name="count", row_ops=ops)
             ):
                 counts[index] = rows or 0
             self._counted = tuple(counts[index] for index in range(len(fragments)))
@@ -205,8 +207,9 @@ class Resolution:
         threads: int | None = None,
         name: str = "pass",
         text_as_arrow: bool = False,
+        row_ops: Sequence[Op] | None = None,
     ) -> Generator[passes.T | None, None, None]:
-        """:func:`passes.fragment_pass` over this dataset's fragments, ops, report and decode bound.
+        """:func:`passes.fragment_pass` over this dataset's fragments, ops (or ``row_ops``), report and decode bound.
 
         Its threads are at most what the memory limit holds (each reads one
         fragment: ``memory.pass_threads``); a fragment the limit cannot read is
@@ -221,7 +224,7 @@ class Resolution:
         wanted = threads or dataset.read_threads or default_read_threads()
         return passes.fragment_pass(
             source.fragments,
-            dataset.row_ops,
+            dataset.row_ops if row_ops is None else row_ops,
             dataset.report,
             summarise,
             indices=indices,
@@ -258,10 +261,12 @@ class Resolution:
             rows = [fragment.num_rows for fragment, ok in zip(source.fragments, readable) if ok] or [0]
             sizes = [size for size, ok in zip(self.fragment_bytes(), readable) if ok] or [0.0]
             row_bytes = sum(sizes) / sum(rows) if sum(rows) else float(source.row_bytes)
+            # An op whose rows hold more bytes than it is given says how many times (pack_sequences): buffers hold them
+            grown = float(np.prod([getattr(op, "bytes_factor", 1.0) for op in self.dataset.row_ops]))
             return {
                 "fragment_rows": max(1.0, float(np.mean(rows))),
                 "largest_fragment_rows": max(sizes) / row_bytes if row_bytes else float(max(rows)),
-                "row_bytes": row_bytes,
+                "row_bytes": row_bytes * grown,
             }
 
         return self._once("sizes", make)
