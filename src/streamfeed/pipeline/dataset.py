@@ -34,7 +34,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -51,14 +51,12 @@ from ..runtime.sequence_packing import Pack, PackTruncate
 from ..runtime.spec import Op
 from .bucketed import check_bucket
 from .combinations import (
-    buckets_not_balanced,
     buckets_not_sharded,
-    one_sampler,
     windows_after_ops,
 )
+from .draws import Draws
 from .iterator import EpochIterator
 from .ops import drops_rows, filtering, op_identity, row_preserving
-from .queries import Queries
 from .random_ops import RandomFn, random_op
 from .resolve import Resolution
 from .settings import memory_limit_bytes
@@ -72,7 +70,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Dataset(Queries):
+class Dataset(Draws):
     """A description of how to stream a source; iterate it to run it.
 
     Build one with a reader such as :func:`streamfeed.read_parquet`, then
@@ -408,103 +406,6 @@ class Dataset(Queries):
 
     def __iter__(self) -> "EpochIterator":
         return self.iter_epoch(0)
-
-    # --------------------------------------------------------------- balancing
-    def balance(
-        self,
-        label: str,
-        *,
-        stats: Any,
-        proportions: "str | Mapping[Any, float]" = "uniform",
-        samples_per_epoch: int | None = None,
-        seed: int | None = None,
-    ) -> "Dataset":
-        """Draws rows so that the classes of ``label`` appear in target proportions.
-
-        ``proportions``: ``"uniform"`` (every class equally often) or
-        ``{class: weight}`` (normalised; classes left out are not drawn).
-        Rows are drawn with replacement per read unit, with probabilities
-        ``target[c] / count[c]`` from ``stats`` (a ``streamfeed.stats.Stats``),
-        so rare classes are oversampled and common ones undersampled.
-        ``samples_per_epoch`` (default: this shard's rows) is the exact epoch
-        length. Implies a shuffle; ``seed`` defaults to the shuffle's seed.
-        See :mod:`streamfeed.sampling` and :meth:`sampling_report`.
-        """
-        from ..sampling import make_sampler
-
-        if self.bucket is not None:
-            raise buckets_not_balanced()
-        if self.sampler is not None:
-            raise one_sampler()
-        dataset = self if self.shuffled else self.shuffle(seed)
-        draw_seed = seed if seed is not None else dataset.seed
-        sampler = make_sampler(
-            stats,
-            label,
-            proportions=proportions,  # type: ignore[arg-type]
-            samples_per_epoch=samples_per_epoch,
-            seed=cast(int, draw_seed),  # set: dataset is shuffled
-        )
-        return dataset._with(sampler=sampler)
-
-    def hard_examples(
-        self,
-        ids: str,
-        *,
-        rule: Literal["loss", "quantile", "temperature"] = "loss",
-        floor: float = 0.2,
-        quantile: float = 0.75,
-        temperature: float = 1.0,
-        max_rows: int | None = 1_000_000,
-        smoothing: float = 0.7,
-        samples_per_epoch: int | None = None,
-        seed: int | None = None,
-    ) -> "Dataset":
-        """Draws each epoch's rows by their training loss in the epochs before (hard examples more often).
-
-        ``ids`` names a column unique per row; pass the same to
-        ``to_keras(ids=)`` and give ``fit`` a
-        :class:`streamfeed.keras.HardExampleMiner`, which measures each
-        trained row's loss. ``rule``: ``"loss"`` (proportional to it),
-        ``"quantile"`` (rows at or above the ``quantile`` of the losses) or
-        ``"temperature"`` (a softmax of the losses). Every row is drawn, in
-        expectation, at least ``floor`` times as often as a uniform draw
-        would; ``floor=1`` is uniform. ``samples_per_epoch`` (default: the
-        rows) is the exact epoch length; rows are drawn with replacement per
-        read unit. At most ``max_rows`` rows are scored (16 bytes each); a
-        row's score is a moving average of its losses over epochs, the older
-        weighing ``smoothing``.
-        Implies a shuffle; ``seed`` defaults to the shuffle's. The method
-        and its guarantees: :mod:`streamfeed.hard_examples`.
-        """
-        from ..hard_examples import make_hard_sampler
-
-        if self.bucket is not None:
-            raise buckets_not_balanced()
-        if self.sampler is not None:
-            raise one_sampler()
-        dataset = self if self.shuffled else self.shuffle(seed)
-        sampler = make_hard_sampler(
-            ids=ids,
-            rule=rule,
-            floor=floor,
-            quantile=quantile,
-            temperature=temperature,
-            max_rows=max_rows,
-            smoothing=smoothing,
-            samples_per_epoch=samples_per_epoch,
-            seed=cast(int, seed if seed is not None else dataset.seed),  # set: dataset is shuffled
-        )
-        return dataset._with(sampler=sampler)
-
-    def sampling_report(self, epoch: int | None = None) -> dict:
-        """What ``balance`` (class counts and proportions) or ``hard_examples`` (draws and the score
-        distribution) emitted in ``epoch`` (the latest by default)."""
-        if self.sampler is None:
-            raise ArgumentError(
-                describe("sampling_report() needs balance() or hard_examples()", fix="call .balance(...) first")
-            )
-        return self.sampler.report(epoch)
 
     @property
     def column_names(self) -> list[str]:
