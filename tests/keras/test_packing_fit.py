@@ -7,9 +7,7 @@ each packed sequence to itself (``segment_q == segment_k``); a per-token
 weight of 0 on padding (a ``map`` after ``pack_sequences``) keeps the pad tokens out
 of the loss. The per-token label is learnable from the tokens, so the loss
 must fall on every backend, and every batch the model sees has the one
-packed shape. ``last_batch="drop"``: under ``"pad"`` the adapter multiplies
-the weights by the padding mask, which does not yet broadcast over per-token
-weights (``keras/adapter.py``, ``_to_keras``).
+packed shape (``last_batch="drop"``: one shape, no short last batch).
 """
 
 from __future__ import annotations

@@ -452,7 +452,10 @@ class KerasDataset(keras.utils.PyDataset, data_adapter_base()):  # type: ignore[
     def _to_keras(self, batch: Chunk) -> tuple:
         weight = batch.get(W)
         if PAD_MASK in batch:
-            weight = batch[PAD_MASK] if weight is None else weight * batch[PAD_MASK]
+            mask = batch[PAD_MASK]
+            if weight is not None:  # a per-token weight (rows, tokens) takes its row's mask along every axis
+                mask = mask.reshape(mask.shape + (1,) * (np.ndim(weight) - 1))
+            weight = mask if weight is None else weight * mask
         x = batch[X] if self.inputs == "matrix" else {name: batch[X + name] for name in self.features}
         if not self.labels:
             return (x,) if weight is None else (x, None, weight)
