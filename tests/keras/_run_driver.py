@@ -20,4 +20,7 @@ def run_driver(driver: Path, backend: str, payload: dict, *, timeout: float = 30
         [sys.executable, str(driver), json.dumps(payload)], env=env, capture_output=True, text=True, timeout=timeout
     )
     assert proc.returncode == exit_code, proc.stderr[-4000:]
-    return json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][len("RESULT ") :])
+    results = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if not results and exit_code != 0:  # a driver killed on purpose may print nothing
+        return {}
+    return json.loads(results[-1][len("RESULT ") :])
