@@ -30,7 +30,7 @@ from ..sources.names import served_name
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
 from .image_quality import image_quality
-from .images import image_folder
+from .image_files import IMAGE_FORMATS, image_files
 from .order import ThinnedSample, average_ranks, spearman_with_order
 from .quality_pass import HLL_LG_K, ColumnCounts, QualityTotals, quality_pass
 from .report import QualityReport
@@ -64,8 +64,8 @@ def quality_report(
     ``nulls="raise"`` stops at the first null: pass a path to count them).
     A path is opened as its format's source (detected unless ``format`` is
     given) with nulls kept apart from NaN, so they are counted before any
-    null policy. Image folders (or a dataset of ``read_images``) get the
-    image report.
+    null policy. Image folders and zip archives of them (or a dataset of
+    ``read_images`` on a folder) get the image report.
 
     Duplicates are estimated with a HyperLogLog sketch (``lg_k=14``, relative
     standard error 0.81 % of the distinct count; exact below a few hundred
@@ -84,8 +84,9 @@ def quality_report(
         dataset = data
     else:
         format = format or detect_format(data)
-        if format == "images":
-            return image_quality(image_folder(data)[2].files, progress_bar=progress_bar)
+        if format in IMAGE_FORMATS:  # a folder's files, or a zip archive's members read one at a time
+            files = image_files(data, format)
+            return image_quality(files.files, progress_bar=progress_bar, files_of=files)
         report = ErrorPolicy().new_report()
         source = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {}))
         dataset = Dataset(source=source, report=report)
