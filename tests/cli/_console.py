@@ -32,13 +32,17 @@ def environment(**extra: str) -> dict[str, str]:
     checkout) runs this tree's code.
     """
     env = {key: value for key, value in os.environ.items() if key not in ("STREAMFEED_DEBUG", "TF_CPP_MIN_LOG_LEVEL")}
-    env["PYTHONPATH"] = os.pathsep.join([SOURCE] + [part for part in env.get("PYTHONPATH", "").split(os.pathsep) if part])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [SOURCE] + [part for part in env.get("PYTHONPATH", "").split(os.pathsep) if part]
+    )
     env.update(extra)
     return env
 
 
-def streamfeed(*args: object, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs ``streamfeed ARGS...``; stdout and stderr captured apart, as text."""
+def streamfeed(
+    *args: object, timeout: float = 300, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None
+) -> subprocess.CompletedProcess:
+    """Runs ``streamfeed ARGS...`` (in ``cwd`` if given); stdout and stderr captured apart, as text."""
     return subprocess.run(
         [SCRIPT, *map(str, args)],
         capture_output=True,
@@ -46,6 +50,7 @@ def streamfeed(*args: object, timeout: float = 300, env: dict[str, str] | None =
         timeout=timeout,
         env=env or environment(),
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 

@@ -24,8 +24,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from _console import streamfeed
-from factories.zip import zip_folder
 from PIL import Image
+
+from factories.zip import zip_folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
 from _http_server import HttpServer  # noqa: E402 - the storage tests' loopback range server, by path
@@ -83,14 +84,7 @@ def test_inspect_of_a_zip_reads_a_sample_of_members_and_extracts_nothing(tmp_pat
     big = zip_folder(tmp_path / "many", tmp_path / "many.zip")
     work = tmp_path / "cwd"
     work.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-c", "from streamfeed.cli import main; main()", "inspect", str(big), "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        cwd=work,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
-        timeout=300,
-    )
+    proc = streamfeed("inspect", big, "--json", "--quiet", cwd=work)  # nothing may be written there, or beside it
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert report["details"]["archive"] == {"members": 600, "headers_read": 512}
@@ -115,7 +109,8 @@ def test_inspect_quality_of_a_zip_measures_every_member(archive):
     images = report["quality"]["images"]
     assert images["files"] == 5 and images["counts"]["undecodable"] == 0
     assert images["modes"] == {"RGB": 5} and report["quality"]["duplicates"]["estimated"] == 0
-    assert sorted(os.path.basename(m["path"]) for m in images["per_image"]) == ["0.png", "0.png", "1.png", "1.png", "2.png"]
+    names = sorted(os.path.basename(m["path"]) for m in images["per_image"])
+    assert names == ["0.png", "0.png", "1.png", "1.png", "2.png"]
     assert all(m["path"].startswith(f"{archive}/") for m in images["per_image"])
 
 
@@ -143,7 +138,9 @@ def test_stats_bench_and_doctor_read_a_zip(archive, tmp_path):
     ok("stats", archive, "-o", out, "--label", "label", "--quiet")
     stats = json.loads(out.read_text())
     assert stats["rows"] == 5 and stats["label_counts"] == [[0, 3], [1, 2]]
-    bench = json.loads(ok("bench", archive, "--json", "--max-batches", "3", "--seconds", "2", "--batch-size", "2").stdout)
+    bench = json.loads(
+        ok("bench", archive, "--json", "--max-batches", "3", "--seconds", "2", "--batch-size", "2").stdout
+    )
     assert bench["batches"] == 3 and bench["rows"] == 5  # 2 + 2 + the epoch's last, short batch
     doctor = json.loads(ok("doctor", archive, "--json", "--seconds", "2", "--label", "label").stdout)
     assert (doctor["format"], doctor["rows"], doctor["rows_exact"]) == ("zip", 5, True)
@@ -224,9 +221,13 @@ def test_the_html_report_of_a_zip_renders_thumbnails_per_class_in_chromium(archi
     shot = tmp_path / "shot.png"
     for arguments in ([f"--screenshot={shot}"], ["--dump-dom"]):
         profile = f"--user-data-dir={tmp_path / ('profile' + str(len(arguments[0])))}"
-        done = subprocess.run([*common, profile, *arguments, page.as_uri()], capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [*common, profile, *arguments, page.as_uri()], capture_output=True, text=True, timeout=180
+        )
         assert done.returncode == 0, done.stderr[-2000:]
-    thumbs = [attrs for tag, attrs in _Tags(done.stdout).tags if tag == "img" and "class-thumb" in attrs.get("class", "")]
+    thumbs = [
+        attrs for tag, attrs in _Tags(done.stdout).tags if tag == "img" and "class-thumb" in attrs.get("class", "")
+    ]
     assert sorted(t["data-class"] for t in thumbs) == ["cat", "cat", "cat", "dog", "dog"]
     assert all(t["src"].startswith("data:image/jpeg;base64,") for t in thumbs)
     assert sorted(t["alt"] for t in thumbs) == ["cat/0.png", "cat/1.png", "cat/2.png", "dog/0.png", "dog/1.png"]

@@ -40,8 +40,11 @@ def names(text: str | None) -> list[str]:
 
 def add_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--format", choices=FORMATS, default=None, help="source format (default: detected from suffixes, and a local file's first bytes: "
-        "zip for a .zip archive of class folders, webdataset for .tar shards)"
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="source format (default: detected from suffixes, and a local file's first bytes: "
+        "zip for a .zip archive of class folders, webdataset for .tar shards)",
     )
 
 

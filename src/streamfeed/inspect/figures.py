@@ -443,7 +443,9 @@ def _image_figures(report: InspectReport, figures: Figures) -> None:
     everything |= {path for pairs in extremes.values() for path, _ in pairs}
     everything |= {path for group in duplicate_paths for path in group}
     with concurrent.futures.ThreadPoolExecutor(_THUMB_THREADS, thread_name_prefix="streamfeed-thumbs") as pool:
-        thumbs = dict(zip(sorted(everything), pool.map(lambda path: thumbnail(path, root, files=listing), sorted(everything))))
+        thumbs = dict(
+            zip(sorted(everything), pool.map(lambda path: thumbnail(path, root, files=listing), sorted(everything)))
+        )
     figures.classes = {name: [thumbs[path] for path in paths] for name, paths in wanted.items()}
     flagged = set(quality.get("near_black", [])) | set(quality.get("near_white", []))
     flagged |= {entry.get("path") for entry in (quality.get("blur") or {}).get("blurry", [])}

@@ -64,7 +64,7 @@ class ImageFiles:
 
 
 def image_files(path: str | os.PathLike, format: str = "images") -> ImageFiles:  # noqa: A002 - as inspect's
-    """The image files of a folder (``format="images"``) or a zip archive of one (``"zip"``), as ``read_images`` lists them."""
+    """A folder's images (``format="images"``) or a zip archive's (``"zip"``), listed as read_images lists them."""
     if format == "zip":
         return _archive(os.fspath(path))
     root = os.path.abspath(os.fspath(path))

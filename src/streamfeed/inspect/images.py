@@ -21,7 +21,6 @@ import collections
 import concurrent.futures
 import os
 import re
-from typing import Any
 
 import numpy as np
 

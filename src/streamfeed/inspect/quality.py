@@ -29,8 +29,8 @@ from ..sources.detect import detect_format, open_source
 from ..sources.names import served_name
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
-from .image_quality import image_quality
 from .image_files import IMAGE_FORMATS, image_files
+from .image_quality import image_quality
 from .order import ThinnedSample, average_ranks, spearman_with_order
 from .quality_pass import HLL_LG_K, ColumnCounts, QualityTotals, quality_pass
 from .report import QualityReport

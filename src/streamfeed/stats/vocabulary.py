@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import base64
 import collections
-import json
 import datetime as dt
+import json
 import math
 from typing import Any
 

@@ -283,7 +283,7 @@ class ZipImageSource(AlikeRows):
 
     @property
     def info(self) -> SourceInfo:
-        """Format, classes and the archive as root (``core.SourceInfo``): what layers that see only the protocol read."""
+        """Format, classes, the archive as root (``core.SourceInfo``): what layers that see only the protocol read."""
         return SourceInfo(
             "zip",
             label_map=self.label_map,
