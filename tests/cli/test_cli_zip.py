@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _console import streamfeed
+from _console import assert_short_failure, streamfeed
 from PIL import Image
 
 from factories.zip import zip_folder
@@ -102,6 +102,12 @@ def test_a_zip_without_the_suffix_is_told_by_its_bytes_and_format_zip_reads_it(a
     stats = tmp_path / "stats.json"
     ok("stats", unnamed, "--format", "zip", "-o", stats, "--label", "label", "--quiet")
     assert json.loads(stats.read_text())["rows"] == 5
+    prefixed = tmp_path / "images.sfx"  # a self-extracting archive: a stub before the zip, so no PK at byte 0
+    prefixed.write_bytes(b"#!stub\n" * 20 + archive.read_bytes())
+    assert "pass --format" in assert_short_failure(streamfeed("inspect", prefixed), 2)
+    assert inspected(prefixed, "--format", "zip")["details"]["classes"] == COUNTS
+    ok("convert", prefixed, tmp_path / "out", "--format", "zip", "--quiet")
+    assert _table(tmp_path / "out")["rows"]["label"] == [0, 0, 0, 1, 1]
 
 
 def test_inspect_quality_of_a_zip_measures_every_member(archive):

@@ -205,9 +205,16 @@ def reader_of(source_format: str, path: str) -> Callable[..., Any]:
         return read_images
     if "://" in path:
         return functools.partial(read_images, storage_options={})
+    return _local_archive
+
+
+def _local_archive(path: str, **options: Any) -> Any:
+    """``read_images`` on a local file read as a zip archive whatever its name (the local filesystem given)."""
     import pyarrow.fs as pafs
 
-    return lambda local, **options: read_images(os.path.abspath(local), filesystem=pafs.LocalFileSystem(), **options)
+    from ..readers import read_images
+
+    return read_images(os.path.abspath(path), filesystem=pafs.LocalFileSystem(), **options)
 
 
 def check_names(dataset: Any, named: Mapping[str, list[str]]) -> None:

@@ -78,7 +78,7 @@ def detect_format(path: str | os.PathLike) -> str:
             describe(
                 "Cannot tell the format of a file",
                 where=str(path),
-                expected=f"one of the suffixes {sorted(SUFFIXES)}",
+                expected=f"one of the suffixes {sorted(SUFFIXES)}, or a zip archive or tar shard by its first bytes",
                 fix="pass --format",
             )
         )
