@@ -29,7 +29,7 @@ SHARDS, SAMPLES = 2, 5
 
 def _png(value: int) -> bytes:
     buffer = io.BytesIO()
-    Image.fromarray(np.full((6, 8, 3), value, np.uint8)).save(buffer, format="PNG")
+    Image.fromarray(np.full((12, 16, 3), value, np.uint8)).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
@@ -62,7 +62,7 @@ def test_inspect_a_directory_of_shards_gives_exact_samples_and_columns(shards):
     assert report["details"]["samples_per_shard"] == {str(shards / f"shard-{s:03d}.tar"): 5 for s in range(SHARDS)}
     columns = {column["name"]: column for column in report["columns"]}
     assert list(columns) == ["__key__", "cls", "json", "png"]
-    assert columns["png"]["shape"] == [6, 8, 3] and columns["png"]["type"] == "image uint8"
+    assert columns["png"]["shape"] == [12, 16, 3] and columns["png"]["type"] == "image uint8"
     assert columns["cls"]["samples"] == [0, 1, 0, 1, 0]
     assert columns["json"]["samples"][:2] == [{"i": 0}, {"i": 1}]
     assert columns["__key__"]["samples"][:2] == ["s0_000", "s0_001"]
@@ -96,9 +96,12 @@ def test_convert_stats_bench_and_doctor_read_shards(shards, tmp_path):
     assert (doctor["format"], doctor["files"], doctor["rows"], doctor["rows_exact"]) == ("webdataset", 2, 10, True)
 
 
-def test_inspect_quality_of_shards_counts_every_sample(shards):
-    quality = inspected(shards, "--quality")["quality"]
+def test_inspect_quality_of_shards_counts_every_sample_and_the_page_shows_the_images(shards, tmp_path):
+    page = tmp_path / "report.html"
+    quality = inspected(shards, "--quality", "--html", page)["quality"]
     assert quality["rows"] == 10 and set(quality["columns"]) == {"__key__", "cls", "json", "png"}
+    html = page.read_text()
+    assert html.count('<img class="thumb array-thumb" src="data:image/jpeg;base64,') >= 5  # the png column's rows
 
 
 def _fails_naming(proc: subprocess.CompletedProcess, *names: str) -> None:
