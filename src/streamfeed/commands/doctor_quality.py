@@ -48,10 +48,12 @@ def quality_findings(
     more = "streamfeed inspect " + shlex.quote(path) + (f" --format {source_format}" if format_given else "")
     more += " --quality" + (f" --label {shlex.quote(label)}" if label else "")
     if source_format in IMAGE_FORMATS:
-        from ..inspect.image_files import image_files
+        from ..inspect.image_files import archive_files
+        from ..sources.zip import ZipImageSource
 
-        listing = image_files(path, source_format)  # a zip archive's members, opened one at a time through it
-        files = listing.files
+        source = dataset.source  # a zip archive's members are opened one at a time through their listing
+        listing = archive_files(source) if isinstance(source, ZipImageSource) else None
+        files = listing.files if listing is not None else list(source.files)
         report, measured = _sampled(
             lambda count: _image_report(files, count, progress, listing), len(files), MIN_IMAGES, seconds
         )

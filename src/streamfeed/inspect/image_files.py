@@ -93,11 +93,15 @@ def _archive(path: str) -> ImageFiles:
     spec = DecodeSpec(224, 224)
     try:
         source = ZipImageSource(located, spec=spec, labels="inferred", **options)
-        has_classes = True
     except NotFoundError:  # no image inside a class folder: the archive is read unlabelled, as read_images would
         source = ZipImageSource(located, spec=spec, labels=None, **options)
-        has_classes = False
+    return archive_files(source)
+
+
+def archive_files(source: ZipImageSource) -> ImageFiles:
+    """The image members of an open zip source, each opened by inflating it alone (a ranged read of the archive)."""
     archive = source.archive
+    has_classes = bool(source.label_map)
     members = {f"{archive}/{member.name}": member for member in source.members}
 
     def opener(file: str) -> IO[bytes]:
