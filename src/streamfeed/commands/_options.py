@@ -38,6 +38,9 @@ def names(text: str | None) -> list[str]:
     return [name.strip() for name in (text or "").split(",") if name.strip()]
 
 
+DATA_HELP = "file, directory or glob (also a .zip of class folders, or WebDataset .tar shards)"
+
+
 def add_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",

@@ -11,12 +11,21 @@ import argparse
 import json
 from pathlib import Path
 
-from ._options import IMAGE_FORMATS, add_format, add_memory_limit, add_reading, detected_format, names, open_dataset
+from ._options import (
+    DATA_HELP,
+    IMAGE_FORMATS,
+    add_format,
+    add_memory_limit,
+    add_reading,
+    detected_format,
+    names,
+    open_dataset,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="rewrite any supported source as sharded Parquet or TFRecord")
-    convert.add_argument("source", help="file, directory or glob")
+    convert.add_argument("source", help=DATA_HELP)
     convert.add_argument(
         "destination", type=Path, help="directory for the part-NNNNN files and their manifest (published whole)"
     )
