@@ -83,12 +83,6 @@ def probe_image(
         return {"error": decode_failure(exc)}
 
 
-def image_folder(path: str | os.PathLike) -> tuple[str, bool, ImageFiles]:
-    """The folder's absolute path, whether it has class sub-folders, and its images (as the source lists them)."""
-    files = image_files(path)
-    return files.root, files.has_classes, files
-
-
 def inspect_zip(path: str, *, full: bool, sample_rows: int, memory_limit: int, report: InspectReport) -> None:
     """A zip archive of class folders, as :func:`inspect_images` inspects the folder it holds."""
     inspect_images(path, full=full, sample_rows=sample_rows, memory_limit=memory_limit, report=report, format="zip")
@@ -120,9 +114,8 @@ def inspect_images(
     limit = decode_bytes_limit(memory_limit)
     picked = _sample(len(listing.files), full, listing.archive)
     probed = [listing.files[i] for i in picked]
-    with progress(len(probed), "decoding images" if full else "reading headers", enabled=None if full else False) as (
-        advance
-    ):
+    task = "decoding images" if full else "reading headers"
+    with progress(len(probed), task, enabled=None if full else False) as advance:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             facts = []
             for fact in pool.map(lambda file: probe_image(file, full, limit, listing), probed):
