@@ -201,6 +201,10 @@ def test_a_member_climbing_out_with_dotdot_fails_naming_the_archive_and_the_memb
     ):
         _fails_naming(streamfeed(*command, "--quiet"), str(evil), "../outside/x.png")
     assert not (tmp_path / "outside").exists() and not (tmp_path / "out").exists()
+    skipped = json.loads(ok("convert", evil, tmp_path / "out", "--on-error", "skip", "--json", "--quiet").stdout)
+    assert skipped["rows"] == 5 and skipped["skipped"]["skipped_rows"] == 1
+    (entry,) = skipped["skipped"]["entries"]
+    assert entry["path"] == str(evil) and "../outside/x.png" in entry["location"]
 
 
 class _Tags(HTMLParser):
