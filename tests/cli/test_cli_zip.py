@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -205,6 +206,34 @@ def test_a_member_climbing_out_with_dotdot_fails_naming_the_archive_and_the_memb
     assert skipped["rows"] == 5 and skipped["skipped"]["skipped_rows"] == 1
     (entry,) = skipped["skipped"]["entries"]
     assert entry["path"] == str(evil) and "../outside/x.png" in entry["location"]
+
+
+def _central_entry(data: bytes, name: str) -> int:
+    """The byte offset of ``name``'s entry in the central directory (46 fixed bytes before its name)."""
+    return data.index(name.encode(), data.index(b"PK\x01\x02")) - 46
+
+
+@pytest.mark.parametrize(
+    ("kind", "member", "said"),
+    [("encrypted", "dog/1.png", "encrypted"), ("bomb", "cat/0.png", "zip bomb")],
+)
+def test_an_encrypted_member_or_a_zip_bomb_fails_every_command_naming_the_member(archive, tmp_path, kind, member, said):
+    """The bytes ``zipfile`` wrote, rewritten where an encrypted member or a bomb differs: a flag, a declared size."""
+    bad = tmp_path / f"{kind}.zip"
+    data = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as stored:
+        info = stored.getinfo(member)
+    entry = _central_entry(bytes(data), member)
+    if kind == "encrypted":
+        data[info.header_offset + 6] |= 1  # general purpose flag bit 0, in the local header and the central entry
+        data[entry + 8] |= 1
+    else:
+        assert info.compress_type == zipfile.ZIP_DEFLATED
+        data[entry + 24 : entry + 28] = struct.pack("<I", 2**31)  # declares 2 GiB inflated from a few bytes
+    bad.write_bytes(bytes(data))
+    for command in (("inspect", bad), ("convert", bad, tmp_path / "out"), ("stats", bad, "-o", tmp_path / "s.json")):
+        _fails_naming(streamfeed(*command, "--quiet"), str(bad), member, said)
+    assert not (tmp_path / "out").exists()
 
 
 class _Tags(HTMLParser):
