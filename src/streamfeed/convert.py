@@ -19,7 +19,10 @@ Converted data keeps its meaning. An image folder (``read_images``,
 and, in every shard's schema metadata (key ``streamfeed``, JSON, see
 ``sources/parquet.converted_metadata``), its label map, class names and
 ``{"format": "images", "root": "<the folder's name>"}`` — never an absolute
-path, which would name the machine's layout and mean nothing elsewhere.
+path, which would name the machine's layout and mean nothing elsewhere. A
+zip archive of such a folder (``read_images("images.zip")``) is written as
+the folder it holds would be: ``path`` is the member's name (``cat/a.jpg``),
+the origin ``{"format": "zip", "root": "images.zip"}``.
 ``read_parquet`` gives them back as ``source.label_map``, ``class_names``
 and ``converted_from``; converting such Parquet again carries them on. The
 written labels are checked against the map (a ``map`` that changed them is
@@ -96,9 +99,9 @@ class Meaning:
         self.label_map: dict[str, int] = dict(info.label_map)
         self.origin: dict | None = None if info.converted_from is None else dict(info.converted_from)
         self.root: str | None = None
-        if info.format == "images" and info.root is not None:
+        if info.format in ("images", "zip") and info.root is not None:  # a folder, or a zip archive of one
             self.root = info.root
-            self.origin = {"format": "images", "root": os.path.basename(info.root.rstrip(os.sep)) or info.root}
+            self.origin = {"format": info.format, "root": os.path.basename(info.root.rstrip(os.sep)) or info.root}
         self._allowed = np.array(sorted(self.label_map.values()), dtype=np.int64)
 
     def schema_metadata(self, columns: list[str]) -> dict[bytes, bytes]:
@@ -173,7 +176,7 @@ def checked_images(dataset: "Dataset") -> "Dataset":
     would cost the whole group).
     """
     source = dataset.source
-    if source.info.format != "images" or "image_bytes" not in source.column_names:
+    if source.info.format not in ("images", "zip") or "image_bytes" not in source.column_names:
         return dataset
     from .transforms.images import verify_images
 

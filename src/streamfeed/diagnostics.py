@@ -546,13 +546,13 @@ def _read_verdict(
             f"more read threads: with_options(read_threads={cores}) (now {threads} of {cores} cores, "
             f"{snap['utilisation']['read_pool']:.0%} busy)"
         )
-    if rows_per_fragment < SMALL_FRAGMENT_ROWS and read["calls"] >= 8 and source_format != "images":
+    if rows_per_fragment < SMALL_FRAGMENT_ROWS and read["calls"] >= 8 and source_format not in ("images", "zip"):
         advice.append(
             f"fragments are small ({rows_per_fragment:,.0f} rows, "
             f"{1000 * read['seconds'] / read['calls']:.1f} ms each): "
             "per-fragment overhead dominates; write larger row groups or `streamfeed convert` to Parquet shards"
         )
-    if source_format == "images":
+    if source_format in ("images", "zip"):  # a folder, or a zip archive of one
         advice.append(
             "decode at reduced size: read_images(size=...) smaller (JPEGs are downscaled in the DCT domain), "
             "or convert once to pre-resized shards"

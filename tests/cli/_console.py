@@ -13,20 +13,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+import streamfeed as streamfeed_package
+
 # the entry point installed beside this interpreter (a pyenv shim on PATH would add a shell and a second lookup)
 _BESIDE = Path(sys.executable).with_name("streamfeed")
 SCRIPT = str(_BESIDE) if _BESIDE.exists() else (shutil.which("streamfeed") or "streamfeed")
 
 
+# the source tree of the streamfeed these tests import: the script must run it, not an installed copy elsewhere
+SOURCE = str(Path(streamfeed_package.__file__).resolve().parents[1])
+
+
 def environment(**extra: str) -> dict[str, str]:
-    """The test's environment without anything that changes the CLI's error output."""
+    """The test's environment without anything that changes the CLI's error output, importing the code under test.
+
+    ``PYTHONPATH`` starts with the source tree the tests imported
+    ``streamfeed`` from, so that the console script (installed from another
+    checkout) runs this tree's code.
+    """
     env = {key: value for key, value in os.environ.items() if key not in ("STREAMFEED_DEBUG", "TF_CPP_MIN_LOG_LEVEL")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [SOURCE] + [part for part in env.get("PYTHONPATH", "").split(os.pathsep) if part]
+    )
     env.update(extra)
     return env
 
 
-def streamfeed(*args: object, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs ``streamfeed ARGS...``; stdout and stderr captured apart, as text."""
+def streamfeed(
+    *args: object, timeout: float = 300, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None
+) -> subprocess.CompletedProcess:
+    """Runs ``streamfeed ARGS...`` (in ``cwd`` if given); stdout and stderr captured apart, as text."""
     return subprocess.run(
         [SCRIPT, *map(str, args)],
         capture_output=True,
@@ -34,6 +50,7 @@ def streamfeed(*args: object, timeout: float = 300, env: dict[str, str] | None =
         timeout=timeout,
         env=env or environment(),
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 

@@ -9,8 +9,10 @@ user did not choose one (a batch of 1,024 decoded images alone is 588 MiB).
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import memory
 from ..errors import ArgumentError, MemoryLimitError, SchemaError, UnknownNameError, describe
@@ -20,6 +22,7 @@ from ..sources.names import served_name
 DEFAULT_BATCH_SIZE = 1024
 NULL_FORMATS = ("parquet", "csv")  # the readers with a null policy and a column projection by name
 FRAGMENT_BYTES_FORMATS = ("csv", "tfrecord")  # the readers cut into byte ranges by ``fragment_bytes``
+IMAGE_FORMATS = ("images", "zip")  # read by ``read_images``: an image folder, or a zip archive of one
 
 
 def parse_size(text: str) -> int:
@@ -35,9 +38,16 @@ def names(text: str | None) -> list[str]:
     return [name.strip() for name in (text or "").split(",") if name.strip()]
 
 
+DATA_HELP = "file, directory or glob (also a .zip of class folders, or WebDataset .tar shards)"
+
+
 def add_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--format", choices=FORMATS, default=None, help="source format (default: detected from suffixes)"
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="source format (default: detected from suffixes, and a local file's first bytes: "
+        "zip for a .zip archive of class folders, webdataset for .tar shards)",
     )
 
 
@@ -165,11 +175,9 @@ def open_dataset(
     column names each flag gave (``{"--label": ["y"]}``); one that is not in
     the data is a usage error naming its flag, not the data's fault.
     """
-    from ..readers import reader_for
-
     name = detected_format(args, path)
     options = reader_options(args, name, columns=read)
-    reader = reader_for(name)
+    reader = reader_of(name, path)
     try:
         dataset = reader(path, **options, **extra)
     except SchemaError:
@@ -181,6 +189,35 @@ def open_dataset(
     if read and "columns" not in options:
         dataset = select_columns(dataset, [served_name(dataset.source, column) for column in read])
     return name, dataset
+
+
+def reader_of(source_format: str, path: str) -> Callable[..., Any]:
+    """The ``read_*`` function for a format name; ``"zip"`` is :func:`~streamfeed.read_images` reading an archive.
+
+    ``read_images`` takes a path as an archive by its ``.zip`` name or, for
+    a local file, its ``PK`` signature; under ``--format zip`` the archive
+    is read as one whatever its name (a local file through the local
+    filesystem, a URI through fsspec), as the user said it is.
+    """
+    from ..readers import read_images, reader_for
+    from ..sources.zip import is_zip_archive
+
+    if source_format != "zip":
+        return reader_for(source_format)
+    if is_zip_archive(path):
+        return read_images
+    if "://" in path:
+        return functools.partial(read_images, storage_options={})
+    return _local_archive
+
+
+def _local_archive(path: str, **options: Any) -> Any:
+    """``read_images`` on a local file read as a zip archive whatever its name (the local filesystem given)."""
+    import pyarrow.fs as pafs
+
+    from ..readers import read_images
+
+    return read_images(os.path.abspath(path), filesystem=pafs.LocalFileSystem(), **options)
 
 
 def check_names(dataset: Any, named: Mapping[str, list[str]]) -> None:

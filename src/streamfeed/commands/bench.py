@@ -11,6 +11,7 @@ from ..inspect.report import index_like
 from ..runtime.autotune import TuningReport
 from ._backend import load_keras
 from ._options import (
+    DATA_HELP,
     DEFAULT_BATCH_SIZE,
     add_format,
     add_memory_limit,
@@ -24,7 +25,7 @@ from .failure import usage
 
 def register(commands: argparse._SubParsersAction) -> None:
     bench = commands.add_parser("bench", help="run a pipeline briefly and name its slowest stage")
-    bench.add_argument("path", help="file, directory or glob")
+    bench.add_argument("path", help=DATA_HELP)
     add_format(bench)
     bench.add_argument(
         "--batch-size",

@@ -11,12 +11,21 @@ import argparse
 import json
 from pathlib import Path
 
-from ._options import add_format, add_memory_limit, add_reading, detected_format, names, open_dataset
+from ._options import (
+    DATA_HELP,
+    IMAGE_FORMATS,
+    add_format,
+    add_memory_limit,
+    add_reading,
+    detected_format,
+    names,
+    open_dataset,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     convert = commands.add_parser("convert", help="rewrite any supported source as sharded Parquet or TFRecord")
-    convert.add_argument("source", help="file, directory or glob")
+    convert.add_argument("source", help=DATA_HELP)
     convert.add_argument(
         "destination", type=Path, help="directory for the part-NNNNN files and their manifest (published whole)"
     )
@@ -42,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from ..convert import convert_to_parquet, convert_to_tfrecord
 
     # images are stored encoded: smaller than pixels, and decoding them back is fast
-    options = {"decode": False} if detected_format(args, args.source) == "images" else {}
+    options = {"decode": False} if detected_format(args, args.source) in IMAGE_FORMATS else {}
     columns = names(args.columns)
     _, dataset = open_dataset(
         args, args.source, read=columns or None, named={"--columns": columns}, report_path=args.report, **options

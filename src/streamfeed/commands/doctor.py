@@ -38,7 +38,16 @@ import time
 from dataclasses import asdict
 
 from ..errors import ArgumentError, describe
-from ._options import DEFAULT_BATCH_SIZE, add_format, add_memory_limit, add_reading, batched, names, open_dataset
+from ._options import (
+    DATA_HELP,
+    DEFAULT_BATCH_SIZE,
+    add_format,
+    add_memory_limit,
+    add_reading,
+    batched,
+    names,
+    open_dataset,
+)
 from .doctor_cache import CACHE_SHARE, cache_finding
 from .doctor_findings import Finding, render, to_json
 from .doctor_pipeline import tuning_finding
@@ -51,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     doctor = commands.add_parser(
         "doctor", help="run a pipeline briefly on real data and say what would repair it (measured)"
     )
-    doctor.add_argument("path", help="file, directory or glob")
+    doctor.add_argument("path", help=DATA_HELP)
     add_format(doctor)
     doctor.add_argument("--seconds", type=float, default=10.0, help="about how long to measure, in all (default 10)")
     doctor.add_argument(

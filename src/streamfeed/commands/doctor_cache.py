@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from ..sources.subset import SubsetSource
+from ._options import IMAGE_FORMATS
 from .doctor_findings import Finding, count
 
 # A cache is suggested when later epochs measured at least this much faster. Not less: a Parquet file written with
@@ -174,7 +175,7 @@ def cache_verdict(run: CacheRun) -> Finding:
         "published_cache": run.published,
     }
     name = run.source_format.upper() if run.source_format in ("csv", "json") else run.source_format
-    per, unit, said = (1_000, "images", "1,000") if run.source_format == "images" else (1_000_000, "rows", "1 M")
+    per, unit, said = (1_000, "images", "1,000") if run.source_format in IMAGE_FORMATS else (1_000_000, "rows", "1 M")
     cost = (
         f"in all, {said} {unit} cost {per * source_per_row:,.2f} s from the source, "
         f"{per * cache_per_row:,.2f} s from the copy"

@@ -1,7 +1,8 @@
 """``streamfeed doctor``'s third measurement: the data's quality, on as many rows or images as the time allows.
 
 The pass of ``inspect --quality`` (``inspect.quality.quality_report``, and
-``inspect.image_quality.image_quality`` for an image folder) on at least
+``inspect.image_quality.image_quality`` for an image folder or a zip
+archive of one) on at least
 ``MIN_ROWS`` rows (``MIN_IMAGES`` images), then on more if the rest of the
 budget allows at the measured rate; its report becomes one finding per kind
 of problem (nulls, duplicates, row order, a row-index column, constant
@@ -19,6 +20,7 @@ import shlex
 import time
 from typing import Any
 
+from ._options import IMAGE_FORMATS
 from .doctor_findings import Finding
 
 # The quality pass measures at least this many images (rows), whatever the budget, and learns from their time
@@ -45,10 +47,15 @@ def quality_findings(
     """
     more = "streamfeed inspect " + shlex.quote(path) + (f" --format {source_format}" if format_given else "")
     more += " --quality" + (f" --label {shlex.quote(label)}" if label else "")
-    if source_format == "images":
-        files = list(dataset.source.files)
+    if source_format in IMAGE_FORMATS:
+        from ..inspect.image_files import archive_files
+        from ..sources.zip import ZipImageSource
+
+        source = dataset.source  # a zip archive's members are opened one at a time through their listing
+        listing = archive_files(source) if isinstance(source, ZipImageSource) else None
+        files = listing.files if listing is not None else list(source.files)
         report, measured = _sampled(
-            lambda count: _image_report(files, count, progress), len(files), MIN_IMAGES, seconds
+            lambda count: _image_report(files, count, progress, listing), len(files), MIN_IMAGES, seconds
         )
         found = _image_findings(report, measured, more + " --html report.html")
         clean = "no blurry, nearly black or white, undecodable, odd-sized or duplicate images"
@@ -65,12 +72,13 @@ def quality_findings(
     return found or [Finding("quality", False, f"{clean} in {measured['scanned']:,} of {total:,} rows", measured)]
 
 
-def _image_report(files: list[str], count: int, progress: bool | None) -> Any:
+def _image_report(files: list[str], count: int, progress: bool | None, listing: Any = None) -> Any:
+    """The image quality report of ``count`` of ``files`` spread evenly; ``listing``: their ``ImageFiles``."""
     from ..inspect.image_quality import image_quality
 
     if count < len(files):  # evenly spread over the listing (sorted by class), not its first classes
         files = [files[int(i * len(files) / count)] for i in range(count)]
-    return image_quality(files, progress_bar=progress)
+    return image_quality(files, progress_bar=progress, files_of=listing)
 
 
 def _sampled(measure: Any, total: int, least: int, seconds: float) -> tuple[Any, dict[str, Any]]:

@@ -15,7 +15,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     inspect = commands.add_parser(
         "inspect", help="show files, rows, schema and layout of a dataset, and warnings for training"
     )
-    inspect.add_argument("path", help="file or directory (a DataCheckpoint directory: the training state it saved)")
+    inspect.add_argument(
+        "path",
+        help="file or directory, a .zip of class folders or .tar shards "
+        "(a DataCheckpoint directory: the training state it saved)",
+    )
     add_format(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON (the whole of stdout)")
     inspect.add_argument(

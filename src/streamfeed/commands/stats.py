@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._options import add_format, add_memory_limit, add_reading, names, open_dataset
+from ._options import DATA_HELP, add_format, add_memory_limit, add_reading, names, open_dataset
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     stats = commands.add_parser(
         "stats", help="compute column statistics, quantiles and vocabularies in one pass; save them as JSON"
     )
-    stats.add_argument("source", help="file, directory or glob")
+    stats.add_argument("source", help=DATA_HELP)
     stats.add_argument("-o", "--output", type=Path, required=True, help="where to write the statistics JSON")
     add_format(stats)
     stats.add_argument("--label", default=None, help="label column: its value counts are recorded")

@@ -2,7 +2,8 @@
 
 Reads footers, headers and a few sample rows — not the data — unless
 ``full=True``, which scans everything for exact counts (with a progress bar
-on a terminal). One module per format fills the same :class:`InspectReport`.
+on a terminal). One module per format fills the same :class:`InspectReport`
+(``images.py`` both image folders and zip archives of them).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from ..sources.detect import detect_format
 from .quality import quality_report
 from .report import Column, InspectReport, InspectWarning
 
-Format = Literal["parquet", "csv", "hdf5", "numpy", "tfrecord", "images"]
-FORMATS: tuple[str, ...] = ("parquet", "csv", "hdf5", "numpy", "tfrecord", "images")
+Format = Literal["parquet", "csv", "hdf5", "numpy", "tfrecord", "images", "zip", "webdataset"]
+FORMATS: tuple[str, ...] = ("parquet", "csv", "hdf5", "numpy", "tfrecord", "images", "zip", "webdataset")
+_MODULES = {"zip": "images"}  # a zip archive of class folders is inspected as the image folder it holds
 
 
 def inspect(
@@ -50,7 +52,7 @@ def inspect(
     if chosen not in FORMATS:
         raise ArgumentError(describe("Unknown format", expected=f"one of {FORMATS}", found=repr(chosen)))
     report = InspectReport(path=path, format=chosen)
-    module = import_module(f".{chosen}", __name__)
+    module = import_module(f".{_MODULES.get(chosen, chosen)}", __name__)
     limit = resolve_memory_limit(memory_limit)  # the format modules take the limit in force, an int
     getattr(module, f"inspect_{chosen}")(path, full=full, sample_rows=sample_rows, memory_limit=limit, report=report)
     if quality:

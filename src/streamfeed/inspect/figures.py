@@ -44,7 +44,8 @@ import numpy as np
 from ..files.arrow import ColumnPolicy
 from ..sources.detect import open_source
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
-from .images import decode_failure, image_folder
+from .image_files import IMAGE_FORMATS, ImageFiles, image_files
+from .images import decode_failure
 from .order import spearman_with_order
 from .report import InspectReport
 
@@ -144,7 +145,7 @@ def compute_figures(report: InspectReport) -> Figures:
     """The figures of ``report``'s data (its ``path`` and ``format``), from a bounded sample."""
     figures = Figures(total_rows=report.rows)
     try:
-        if report.format == "images":
+        if report.format in IMAGE_FORMATS:
             _image_figures(report, figures)
         else:
             _tabular_figures(report, figures)
@@ -403,7 +404,8 @@ def _label(value: Any, width: int = 60) -> str:
 
 # ------------------------------------------------------------------------------------------------ images
 def _image_figures(report: InspectReport, figures: Figures) -> None:
-    root, _, listing = image_folder(report.path)
+    listing = image_files(report.path, report.format)
+    root = listing.root
     listed = set(listing.files)
     by_class: dict[str, list[str]] = collections.defaultdict(list)
     for file, label in zip(listing.files, listing.classes):
@@ -441,7 +443,9 @@ def _image_figures(report: InspectReport, figures: Figures) -> None:
     everything |= {path for pairs in extremes.values() for path, _ in pairs}
     everything |= {path for group in duplicate_paths for path in group}
     with concurrent.futures.ThreadPoolExecutor(_THUMB_THREADS, thread_name_prefix="streamfeed-thumbs") as pool:
-        thumbs = dict(zip(sorted(everything), pool.map(lambda path: thumbnail(path, root), sorted(everything))))
+        thumbs = dict(
+            zip(sorted(everything), pool.map(lambda path: thumbnail(path, root, files=listing), sorted(everything)))
+        )
     figures.classes = {name: [thumbs[path] for path in paths] for name, paths in wanted.items()}
     flagged = set(quality.get("near_black", [])) | set(quality.get("near_white", []))
     flagged |= {entry.get("path") for entry in (quality.get("blur") or {}).get("blurry", [])}
@@ -456,12 +460,22 @@ def _captioned(thumb: Thumb, caption: str, flagged: bool) -> Thumb:
     return Thumb(thumb.path, thumb.uri, thumb.width, thumb.height, thumb.error, caption, flagged)
 
 
-def thumbnail(path: str, root: str, side: int = THUMB_SIDE, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> Thumb:
-    """``path`` at most ``side`` pixels a side (aspect kept) as a JPEG data URI, through the bounded decoder."""
-    thumb = Thumb(os.path.relpath(path, root))
+def thumbnail(
+    path: str,
+    root: str,
+    side: int = THUMB_SIDE,
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    files: ImageFiles | None = None,
+) -> Thumb:
+    """``path`` at most ``side`` pixels a side (aspect kept) as a JPEG data URI, through the bounded decoder.
+
+    ``files``: where ``path`` is listed (a zip archive's member is opened
+    and named through it); None: a file on disk below ``root``.
+    """
+    thumb = Thumb(files.relative(path) if files is not None else os.path.relpath(path, root))
     data = None
     try:
-        with open(path, "rb") as handle:
+        with files.open(path) if files is not None else open(path, "rb") as handle:
             data = handle.read(MAX_THUMB_FILE_BYTES + 1)
         if len(data) > MAX_THUMB_FILE_BYTES:
             thumb.error = f"larger than {MAX_THUMB_FILE_BYTES >> 20} MiB: not previewed"

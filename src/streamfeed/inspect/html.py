@@ -30,6 +30,7 @@ from ..files.atomic import write_atomic
 from .figures import ColumnFigure, Figures, compute_figures
 from .html_base import STYLE, count_text, html_table
 from .html_images import image_sections, thumb_figure
+from .image_files import IMAGE_FORMATS
 from .report import InspectReport, human_size
 from .svg import (
     BLUE,
@@ -66,9 +67,9 @@ def _tiles(report: InspectReport, figures: Figures, warnings: int) -> str:
         ("format", report.format),
         ("files", f"{report.file_count:,}"),
         ("on disk", human_size(report.total_bytes)),
-        ("images" if report.format == "images" else "rows", rows),
+        ("images" if report.format in IMAGE_FORMATS else "rows", rows),
     ]
-    if report.format == "images":
+    if report.format in IMAGE_FORMATS:
         labelled = [name for name in figures.class_counts if name != "(no class)"]
         tiles.append(("classes", f"{len(labelled):,}"))
     else:
@@ -389,7 +390,7 @@ def to_html(report: InspectReport, figures: Figures | None = None) -> str:
         f"{_tiles(report, figures, len(warnings))}</header>",
         _warnings(warnings),
     ]
-    if report.format == "images":
+    if report.format in IMAGE_FORMATS:
         parts.extend(image_sections(report, figures))
     else:
         parts.extend(_tabular_sections(report, figures))

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import require
 from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, check_size
+from .image_files import ImageFiles
 from .images import decode_failure
 from .progress import progress
 from .report import QualityReport
@@ -55,17 +56,21 @@ def _gray(image: Any) -> np.ndarray:
     return np.asarray(image, dtype=np.float64)
 
 
-def measure_image(path: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> dict:
-    """Hash, format, mode, size, brightness and blur of one file; ``error`` if it does not decode."""
+def measure_image(path: str, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES, files: ImageFiles | None = None) -> dict:
+    """Hash, format, mode, size, brightness and blur of one file; ``error`` if it does not decode.
+
+    ``files``: where ``path`` is listed (a zip archive's member is opened
+    through it); None: a file on disk.
+    """
     Image = require("PIL.Image", "images")
     digest = hashlib.blake2b(digest_size=16)
     buffer = io.BytesIO()
     try:
-        with open(path, "rb") as handle:
+        with files.open(path) if files is not None else open(path, "rb") as handle:
             for block in iter(lambda: handle.read(_BLOCK), b""):
                 digest.update(block)
                 buffer.write(block)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a zip member that does not inflate (MemberError)
         return {"path": path, "error": decode_failure(exc)}
     facts: dict[str, Any] = {"path": path, "hash": digest.hexdigest(), "bytes": buffer.tell()}
     try:
@@ -94,12 +99,17 @@ def image_quality(
     progress_bar: bool | None = None,
     threads: int = 4,
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    files_of: ImageFiles | None = None,
 ) -> QualityReport:
-    """The quality report of image files (each decoded only if it declares at most ``max_image_bytes``)."""
+    """The quality report of image files (each decoded only if it declares at most ``max_image_bytes``).
+
+    ``files_of``: the listing ``files`` come from, to open a zip archive's
+    members through (None: files on disk).
+    """
     measured = []
     with progress(len(files), "measuring images", unit="images", enabled=progress_bar) as advance:
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            for facts in pool.map(lambda file: measure_image(file, max_image_bytes), files):
+            for facts in pool.map(lambda file: measure_image(file, max_image_bytes, files_of), files):
                 measured.append(facts)
                 advance()
     bad = [m for m in measured if "error" in m]

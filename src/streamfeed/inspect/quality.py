@@ -27,10 +27,11 @@ from ..files.arrow import ColumnPolicy, temporal_columns
 from ..pipeline import Dataset
 from ..sources.detect import detect_format, open_source
 from ..sources.names import served_name
+from ..sources.zip import ZipImageSource
 from .csv import CSV_NULLS
 from .hashing import column_hash, row_hash
+from .image_files import IMAGE_FORMATS, archive_files, image_files
 from .image_quality import image_quality
-from .images import image_folder
 from .order import ThinnedSample, average_ranks, spearman_with_order
 from .quality_pass import HLL_LG_K, ColumnCounts, QualityTotals, quality_pass
 from .report import QualityReport
@@ -64,8 +65,8 @@ def quality_report(
     ``nulls="raise"`` stops at the first null: pass a path to count them).
     A path is opened as its format's source (detected unless ``format`` is
     given) with nulls kept apart from NaN, so they are counted before any
-    null policy. Image folders (or a dataset of ``read_images``) get the
-    image report.
+    null policy. Image folders and zip archives of them (or a dataset of
+    ``read_images`` on either) get the image report.
 
     Duplicates are estimated with a HyperLogLog sketch (``lg_k=14``, relative
     standard error 0.81 % of the distinct count; exact below a few hundred
@@ -81,11 +82,15 @@ def quality_report(
     if isinstance(data, Dataset):
         if data.source.info.format == "images":
             return image_quality(list(data.source.files), progress_bar=progress_bar)
+        if isinstance(data.source, ZipImageSource):  # its members, each inflated alone
+            members = archive_files(data.source)
+            return image_quality(members.files, progress_bar=progress_bar, files_of=members)
         dataset = data
     else:
         format = format or detect_format(data)
-        if format == "images":
-            return image_quality(image_folder(data)[2].files, progress_bar=progress_bar)
+        if format in IMAGE_FORMATS:  # a folder's files, or a zip archive's members read one at a time
+            files = image_files(data, format)
+            return image_quality(files.files, progress_bar=progress_bar, files_of=files)
         report = ErrorPolicy().new_report()
         source = open_source(data, format, report=report, **_SOURCE_OPTIONS.get(format, {}))
         dataset = Dataset(source=source, report=report)

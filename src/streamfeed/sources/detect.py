@@ -2,7 +2,10 @@
 
 By file suffix (``.parquet``, ``.csv.gz``, ``.h5``, ...); for a directory, by
 the suffixes of the files inside (sub-folders of images are an image
-folder). A directory holding files of several formats is refused, naming
+folder; ``.tar`` shards are WebDataset). A local file without a telling
+suffix is judged by its first bytes: a zip archive (``PK``) is an image
+archive for ``read_images``, a tar (``ustar`` at byte 257) a WebDataset
+shard. A directory holding files of several formats is refused, naming
 what it holds: picking the most common one silently would read an image
 folder where the user meant the Parquet files beside it. ``.txt`` files
 count as CSV only where nothing else is (a README beside the data is a
@@ -43,7 +46,11 @@ SUFFIXES = {
     ".tiff": "images",
     ".bmp": "images",
     ".gif": "images",
+    ".zip": "zip",
+    ".tar": "webdataset",
 }
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header; an empty archive's end record
+TAR_MAGIC = (257, b"ustar")  # POSIX/GNU tar: the magic field of the first 512-byte header
 _COMPRESSION = (".gz", ".bz2", ".zst", ".zstd")
 _NOTES = (".txt",)  # read as CSV only when a directory holds nothing else
 _GLOB = ("*", "?", "[")
@@ -62,7 +69,7 @@ def detect_format(path: str | os.PathLike) -> str:
     text = os.fspath(path)
     path = Path(text)
     if not path.is_dir():
-        found = _suffix_format(path.name)
+        found = _suffix_format(path.name) or _content_format(text)
         if found:
             return found
         if "://" not in text and not any(char in text for char in _GLOB) and not path.exists():
@@ -71,7 +78,7 @@ def detect_format(path: str | os.PathLike) -> str:
             describe(
                 "Cannot tell the format of a file",
                 where=str(path),
-                expected=f"one of the suffixes {sorted(SUFFIXES)}",
+                expected=f"one of the suffixes {sorted(SUFFIXES)}, or a zip archive or tar shard by its first bytes",
                 fix="pass --format",
             )
         )
@@ -118,6 +125,25 @@ def detect_format(path: str | os.PathLike) -> str:
     return next(iter(counts))
 
 
+def _content_format(text: str) -> str | None:
+    """``"zip"`` or ``"webdataset"`` for a local file whose first bytes say so; None otherwise (or for a URI).
+
+    A URI is judged by its name only: no request is made to find out.
+    """
+    if "://" in text or not os.path.isfile(text):
+        return None
+    try:
+        with open(text, "rb") as handle:
+            head = handle.read(TAR_MAGIC[0] + len(TAR_MAGIC[1]))
+    except OSError:
+        return None
+    if head[:4] in ZIP_MAGIC:
+        return "zip"
+    if head[TAR_MAGIC[0] :].startswith(TAR_MAGIC[1]):
+        return "webdataset"
+    return None
+
+
 def _is_note(name: str) -> bool:
     lowered = name.lower()
     for compressed in _COMPRESSION:
@@ -133,6 +159,8 @@ _SOURCE_CLASSES = {
     "numpy": ("numpy", "NumpySource"),
     "images": ("images", "ImageSource"),
     "tfrecord": ("tfrecord", "TFRecordSource"),
+    "zip": ("zip", "ZipImageSource"),
+    "webdataset": ("webdataset", "WebDatasetSource"),
 }
 FORMATS: tuple[str, ...] = tuple(_SOURCE_CLASSES)
 
@@ -153,4 +181,7 @@ def open_source(
     source_module = import_module(f"{__package__}.{module}")
     if name == "numpy":  # a NumPy source is opened from named columns: a path is the x column (or a whole .npz)
         path = source_module.numpy_columns(path, None, None)
+    if name == "zip":  # the archive's images undecoded unless a decode spec is given: what inspect looks at
+        options.setdefault("decode", "spec" in options)
+        options.setdefault("spec", import_module(f"{__package__}.images.decode").DecodeSpec(224, 224))
     return getattr(source_module, cls)(path, report=report, **options)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import collections
 import datetime as dt
+import json
 import math
 from typing import Any
 
@@ -191,8 +192,25 @@ def _arrow_counts(array: pa.Array | pa.ChunkedArray) -> tuple[list, list[int], i
     return [value for value, _ in pairs], [count for _, count in pairs], int(array.null_count)
 
 
+def _hashable(value: object) -> object:
+    try:
+        hash(value)
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 def _count_objects(values: np.ndarray) -> tuple[list, list[int]]:
-    found = collections.Counter(values.tolist())
+    """Distinct values and counts of an object column; a value that cannot be hashed counted by its JSON text.
+
+    A WebDataset ``.json`` member decodes to a dict (or a list): counted as
+    ``json.dumps(value, sort_keys=True)``, so that equal objects count together.
+    """
+    listed = values.tolist()
+    try:
+        found = collections.Counter(listed)
+    except TypeError:  # dicts and lists (decoded JSON members)
+        found = collections.Counter(_hashable(value) for value in listed)
     try:
         items = sorted(found.items())
     except TypeError:  # mixed types do not sort: the order they came in

@@ -283,8 +283,14 @@ class ZipImageSource(AlikeRows):
 
     @property
     def info(self) -> SourceInfo:
-        """Format, classes (``core.SourceInfo``): what layers that see only the protocol read."""
-        return SourceInfo("zip", label_map=self.label_map, filesystem=self.filesystem, fragment_setting="fragment_size")
+        """Format, classes, the archive as root (``core.SourceInfo``): what layers that see only the protocol read."""
+        return SourceInfo(
+            "zip",
+            label_map=self.label_map,
+            filesystem=self.filesystem,
+            root=self.archive,  # the ``path`` column is ``<archive>/<member>``: relative to it, the member's name
+            fragment_setting="fragment_size",
+        )
 
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
