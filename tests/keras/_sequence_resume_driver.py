@@ -78,7 +78,7 @@ def model_for(kind: str):
             keras.layers.Rescaling(1 / 255),
             keras.layers.Conv2D(4, 3, activation="relu"),
             keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(2),
+            keras.layers.Dense(5),  # the five class folders of factories.images
         ]
     model = keras.Sequential(layers)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True) if kind == "augmented" else "mse"
