@@ -1,16 +1,16 @@
 """One run of the mid-epoch resume test of issue 24's pipelines, on the backend named by ``KERAS_BACKEND``.
 
-    KERAS_BACKEND=jax python _sequence_resume_driver.py '{"kind": "padded", "data": DIR, "mode": "full", "dir": CKPT}'
+    KERAS_BACKEND=jax python _sequence_resume_driver.py '{"kinds": ["padded"], "mode": "full", ...}'
 
-``kind``: ``padded`` (token lists padded to 12 with a mask, Embedding with
+``kinds``, each of: ``padded`` (token lists padded to 12 with a mask, Embedding with
 ``mask_zero`` + GRU), ``bucketed`` (the same lists bucketed by length into
 three shapes), ``windows`` (windows of 8 over two series, a dense
 forecaster) or ``augmented`` (images cropped, flipped, rotated and
 recoloured per row in the read threads, a small CNN). ``mode``: ``full``
 (two epochs uninterrupted), ``crash`` (``DataCheckpoint(every=1)``, killed
 with ``os._exit(17)`` after the third batch of epoch 1) or ``resume`` (a new
-process continuing from that checkpoint). Prints ``RESULT {json}``: the
-optimizer's step count, the steps per epoch and the final weights.
+process continuing from that checkpoint). Prints ``RESULT {json}``: per
+kind, the optimizer's step count, the steps per epoch and the final weights.
 """
 
 from __future__ import annotations
@@ -86,14 +86,13 @@ def model_for(kind: str):
     return model
 
 
-def main() -> None:
-    args = json.loads(sys.argv[1])
+def run(kind: str, mode: str, data: Path, directory: str) -> dict:
+    """One ``kind``'s fit in ``mode``; its result (a crash never returns)."""
     import keras
 
     from streamfeed.keras import DataCheckpoint
 
-    kind, mode = args["kind"], args["mode"]
-    ds, names = pipeline(kind, Path(args["data"]))
+    ds, names = pipeline(kind, data)
     dtype = "int32" if kind in ("padded", "bucketed") else "float32"
     train = ds.to_keras(features=names["features"], label=names["label"], dtype=dtype)
     model = model_for(kind)
@@ -109,19 +108,28 @@ def main() -> None:
     callbacks: list = [Crash()]
     initial = 0
     if mode != "full":
-        checkpoint = DataCheckpoint(train, args["dir"], every=1)
+        checkpoint = DataCheckpoint(train, directory, every=1)
         callbacks.insert(0, checkpoint)  # saves before the crash
         initial = checkpoint.initial_epoch
     model.fit(train, epochs=2, initial_epoch=initial, callbacks=callbacks, verbose=0)
-    weights = [np.asarray(w, dtype="float64").ravel().tolist() for w in model.get_weights()]
-    result = {
+    train.close()
+    return {
         "backend": keras.backend.backend(),
         "initial_epoch": initial,
         "steps": len(train),
         "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "weights": weights,
+        "weights": [np.asarray(w, dtype="float64").ravel().tolist() for w in model.get_weights()],
     }
-    print("RESULT " + json.dumps(result), flush=True)
+
+
+def main() -> None:
+    """``kinds`` run one after another in this process (a crash: one kind), each in its own checkpoint
+    directory ``dir/<kind>``: the imports, most of a run's time, are paid once per backend."""
+    args = json.loads(sys.argv[1])
+    results = {
+        kind: run(kind, args["mode"], Path(args["data"]), str(Path(args["dir"]) / kind)) for kind in args["kinds"]
+    }
+    print("RESULT " + json.dumps(results), flush=True)
 
 
 if __name__ == "__main__":

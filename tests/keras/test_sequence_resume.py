@@ -43,15 +43,21 @@ def data(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("kind", ["padded", "bucketed", "windows", "augmented"])
+KINDS = ["padded", "bucketed", "windows", "augmented"]
+
+
 @pytest.mark.parametrize("backend", ["jax", "tensorflow", "torch"])
-def test_a_fit_killed_mid_epoch_resumes_bit_exactly(data, kind, backend, tmp_path):
-    payload = {"kind": kind, "data": str(data), "dir": str(tmp_path / "ckpt")}
-    full = run_driver(DRIVER, backend, {**payload, "mode": "full"})
-    assert full["backend"] == backend and full["steps"] > 3
-    run_driver(DRIVER, backend, {**payload, "mode": "crash"}, exit_code=CRASH)
-    assert json.loads((tmp_path / "ckpt" / "data_state.json").read_text())["keras_epoch"] == 1
+def test_a_fit_killed_mid_epoch_resumes_bit_exactly(data, backend, tmp_path):
+    """Every kind on ``backend``: one process runs them all uninterrupted, one process per kind is killed
+    mid-epoch, and one process resumes them all."""
+    payload = {"kinds": KINDS, "data": str(data), "dir": str(tmp_path / "ckpt")}
+    full = run_driver(DRIVER, backend, {**payload, "mode": "full", "dir": str(tmp_path / "unused")})
+    for kind in KINDS:
+        run_driver(DRIVER, backend, {**payload, "kinds": [kind], "mode": "crash"}, exit_code=CRASH)
+        assert json.loads((tmp_path / "ckpt" / kind / "data_state.json").read_text())["keras_epoch"] == 1, kind
     resumed = run_driver(DRIVER, backend, {**payload, "mode": "resume"})
-    assert resumed["initial_epoch"] == 1
-    assert resumed["iterations"] == full["iterations"] == 2 * full["steps"]
-    assert resumed["weights"] == full["weights"]  # bit-exact
+    for kind in KINDS:
+        assert full[kind]["backend"] == backend and full[kind]["steps"] > 3, kind
+        assert resumed[kind]["initial_epoch"] == 1, kind
+        assert resumed[kind]["iterations"] == full[kind]["iterations"] == 2 * full[kind]["steps"], kind
+        assert resumed[kind]["weights"] == full[kind]["weights"], kind  # bit-exact
