@@ -62,3 +62,11 @@ def assert_short_failure(proc: subprocess.CompletedProcess, code: int) -> str:
     assert 1 <= len(lines) <= 2, proc.stderr
     assert proc.stdout == ""
     return proc.stderr
+
+
+def assert_fails_naming(proc: subprocess.CompletedProcess, *names: str) -> None:
+    """Bad data: exit 1, no traceback, nothing on stdout, and every one of ``names`` in the error."""
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    for name in names:
+        assert name in proc.stderr, (name, proc.stderr)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _console import streamfeed
+from _console import assert_fails_naming, streamfeed
 from PIL import Image
 
 wds = pytest.importorskip("webdataset")
@@ -104,13 +104,6 @@ def test_inspect_quality_of_shards_counts_every_sample_and_the_page_shows_the_im
     assert html.count('<img class="thumb array-thumb" src="data:image/jpeg;base64,') >= 5  # the png column's rows
 
 
-def _fails_naming(proc: subprocess.CompletedProcess, *names: str) -> None:
-    assert proc.returncode == 1, (proc.returncode, proc.stderr[-3000:])
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
-    for name in names:
-        assert name in proc.stderr, (name, proc.stderr)
-
-
 def test_a_truncated_shard_fails_naming_the_shard_and_the_member(shards, tmp_path):
     cut = tmp_path / "cut.tar"
     data = (shards / "shard-000.tar").read_bytes()
@@ -118,7 +111,7 @@ def test_a_truncated_shard_fails_naming_the_shard_and_the_member(shards, tmp_pat
         member = stored.getmember("s0_003.png")
     cut.write_bytes(data[: member.offset_data + 10])  # inside s0_003.png's data
     for command in (("inspect", cut), ("convert", cut, tmp_path / "out"), ("stats", cut, "-o", tmp_path / "s.json")):
-        _fails_naming(streamfeed(*command, "--quiet"), str(cut), "s0_003.png")
+        assert_fails_naming(streamfeed(*command, "--quiet"), str(cut), "s0_003.png")
     assert not (tmp_path / "out").exists()
 
 
@@ -130,5 +123,5 @@ def test_a_member_climbing_out_with_dotdot_fails_naming_the_shard_and_the_member
             info.size = len(data)
             out.addfile(info, io.BytesIO(data))
     for command in (("inspect", evil), ("convert", evil, tmp_path / "out"), ("doctor", evil, "--seconds", "1")):
-        _fails_naming(streamfeed(*command, "--quiet"), str(evil), "../up/b.png")
+        assert_fails_naming(streamfeed(*command, "--quiet"), str(evil), "../up/b.png")
     assert not (tmp_path / "up").exists() and not (tmp_path / "out").exists()
