@@ -57,6 +57,7 @@ from ..errors import (
 )
 from ..files.paths import file_digest, file_stats
 from ..files.stamps import Stamps, stamps_field, take_stamps, unchanged
+from .npy_header import NpyError, read_header
 
 TARGET_FRAGMENT_BYTES = 8 * 2**20
 MAX_WHOLE_MEMBER_BYTES = 256 * 2**20
@@ -199,17 +200,10 @@ class _Array:
 
 
 def npy_header(handle, label: str) -> tuple[np.dtype, tuple[int, ...], bool]:
-    """The ``.npy`` header at the handle's position (never unpickles)."""
-    fmt = np.lib.format
+    """The ``.npy`` header at the handle's position (never unpickles, never parses Python source)."""
     try:
-        version = fmt.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran, dtype = fmt.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, fortran, dtype = fmt.read_array_header_2_0(handle)
-        else:
-            shape, fortran, dtype = fmt._read_array_header(handle, version)  # type: ignore[attr-defined]  # format 3.0: numpy has no public reader
-    except (ValueError, EOFError, OSError, SyntaxError) as exc:
+        dtype, shape, fortran = read_header(handle)
+    except (NpyError, EOFError, OSError) as exc:
         raise CorruptFileError(
             describe(
                 "Not a readable .npy array (empty, truncated header, or another format)",

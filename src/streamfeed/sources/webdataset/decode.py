@@ -3,7 +3,8 @@
 Kinds: ``"image"`` (JPEG, PNG and the other formats of the image source,
 through its decoder, ``sources/images/decode.py``: EXIF orientation,
 resize, the declared-size check against image bombs), ``"npy"``
-(``np.load`` with ``allow_pickle=False``: a shard never runs code),
+(``npy.load_npy``: plain dtypes only, a shard never runs code, and no
+``ast``, which is not thread-safe on CPython 3.11),
 ``"json"``, ``"int"`` (a ``.cls`` label: decimal text), ``"str"`` (UTF-8
 text, a ``.txt`` label) and ``"bytes"`` (the member as it is). A column
 has one shape and dtype, learnt from the first sample when the source
@@ -12,7 +13,6 @@ opens; a sample that decodes to another is a bad sample, as a corrupt one is.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..images import decode as _images
+from .npy import load_npy
 
 Kind = Literal["image", "npy", "json", "int", "str", "bytes"]
 KINDS: tuple[str, ...] = ("image", "npy", "json", "int", "str", "bytes")
@@ -65,7 +66,7 @@ def decode_value(data: bytes, kind: Kind, image_size: tuple[int, ...] | None) ->
                 _images.check_size(image, _images.image_byte_limit(None), channels=3)
                 return np.asarray(image.convert("RGB"))
         if kind == "npy":
-            return np.load(io.BytesIO(data), allow_pickle=False)
+            return load_npy(data)
         if kind == "json":
             return json.loads(data)
         if kind == "int":
