@@ -17,9 +17,9 @@ and at the end: the machine is shared.
 
 Usage::
 
-    python benchmarks/webdataset.py                       # 10 000 images of 64x64, 2 rounds
-    python benchmarks/webdataset.py --images 2000 --rounds 1
-    python benchmarks/webdataset.py --http                # the same shards over loopback HTTP
+    python benchmarks/webdataset_shards.py                       # 10 000 images of 64x64, 2 rounds
+    python benchmarks/webdataset_shards.py --images 2000 --rounds 1
+    python benchmarks/webdataset_shards.py --http                # the same shards over loopback HTTP
 
 Over HTTP, webdataset reads each shard through ``curl`` (its ``gopen``); the
 CPU column counts child processes too, so curl's CPU is webdataset's.
@@ -36,9 +36,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-
-# This file is named webdataset.py: its folder, first on sys.path when it runs, would shadow the library.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 
 
 def write_shards(root: Path, images: int, size: int, shards: int) -> list[str]:
