@@ -332,7 +332,7 @@ def column_to_numpy(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, wh
     """
     kind = column.type
     if TEXT_AS_ARROW.get() and is_text(kind):
-        return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        return one_array(column)
     if is_text(kind):
         return text_objects(column)
     if pa.types.is_dictionary(kind):
@@ -344,7 +344,7 @@ def column_to_numpy(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, wh
         return flat.reshape(len(column), width, *flat.shape[1:])
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return _pad_lists(column, name, policy, where)
-    combined = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    combined = one_array(column)
     return combined.to_numpy(zero_copy_only=False)
 
 
@@ -368,17 +368,25 @@ def text_objects(column: pa.ChunkedArray) -> np.ndarray:
     """
     kind = column.type
     if pa.types.is_dictionary(kind) and column.num_chunks == 1 and column.null_count == 0:
-        chunk = column.chunk(0)
-        return chunk.dictionary.to_numpy(zero_copy_only=False)[chunk.indices.to_numpy(zero_copy_only=False)]
+        return _through_dictionary(column.chunk(0))
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
-    combined = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    combined = one_array(column)
     if combined.null_count == 0 and len(combined) > _TEXT_SAMPLE_ROWS:
         sample = pc.dictionary_encode(combined.slice(0, _TEXT_SAMPLE_ROWS))
         if len(sample.dictionary) <= SHARED_TEXT_SHARE * _TEXT_SAMPLE_ROWS:
-            encoded = pc.dictionary_encode(combined)
-            return encoded.dictionary.to_numpy(zero_copy_only=False)[encoded.indices.to_numpy(zero_copy_only=False)]
+            return _through_dictionary(pc.dictionary_encode(combined))
     return combined.to_numpy(zero_copy_only=False)
+
+
+def _through_dictionary(array: pa.DictionaryArray) -> np.ndarray:
+    """A dictionary array without nulls as objects: one per dictionary value, the rows pointing at them."""
+    return array.dictionary.to_numpy(zero_copy_only=False)[array.indices.to_numpy(zero_copy_only=False)]
+
+
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one Arrow array (its only chunk as it is; several joined)."""
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
 
 
 def _pad_lists(column: pa.ChunkedArray, name: str, policy: ColumnPolicy, where: Where) -> np.ndarray:
@@ -426,7 +434,7 @@ def _ragged(column: pa.ChunkedArray, name: str, where: Where) -> Ragged:
                 "where its values are numbers",
             )
         )
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    array = one_array(column)
     if array.null_count:  # a null list left by nulls="mask": no ragged form for it
         array = array.fill_null(pa.scalar([], type=array.type))
     array = array.cast(pa.large_list(inner))

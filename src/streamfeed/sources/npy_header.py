@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -108,7 +108,7 @@ def _value(key: str, tokens: Iterator[Token]) -> object:
             return tuple(dims)
         if not (isinstance(token, tuple) and token[0] == "int"):
             raise NpyError(f"shape has {token!r} where a dimension belongs")
-        dims.append(int(token[1]))  # type: ignore[call-overload]
+        dims.append(cast(int, token[1]))
         token = next(tokens, None)
         if token == ")":
             return tuple(dims)

@@ -95,7 +95,7 @@ def _with_header(header: str, body: bytes = b"") -> bytes:
     ],
 )
 def test_strange_bytes_are_refused_saying_what_is_wrong(data: bytes, problem: str) -> None:
-    with pytest.raises(NpyError, match=None) as caught:
+    with pytest.raises(NpyError) as caught:
         load_npy(data)
     assert problem in str(caught.value)
     with pytest.raises(DecodeError, match="does not decode as npy"):

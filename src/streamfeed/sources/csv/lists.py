@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import ArgumentError, BadInputReport, DataError, SkippedUnit, describe
+from ...files.arrow import one_array
 from .messages import casts, preview
 from .options import TypeSpec, _arrow_type
 
@@ -122,7 +123,7 @@ def _convert(
 
     ``stop_at_first``: only the first bad row is looked for, and no column (None) is returned with it.
     """
-    text = pc.utf8_trim_whitespace(column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
+    text = pc.utf8_trim_whitespace(one_array(column))
     null = _nulls(text, tokens_null)
     empty = pc.or_(pa.array(null), pc.equal(text, "")).fill_null(True)
     parts = pc.split_pattern(pc.if_else(empty, pa.scalar(None, pa.string()), text), pattern=spec.delimiter)
