@@ -5,7 +5,7 @@ the shuffle window (two unit buffers: one served while the next unit loads),
 and the prefetch queues of finished batches (the epoch's, and the next
 epoch's once the Keras adapter starts it early). Their sum is a
 figure we can compute before the first read; :func:`plan_layout` shrinks
-read-ahead, then prefetch, until it fits. It never shrinks the shuffle window:
+read-ahead to the read threads, then prefetch, then read-ahead further, until it fits. It never shrinks the shuffle window:
 the window belongs to the order (``plan.default_window``), which no machine
 setting may change.
 """
@@ -193,7 +193,8 @@ def plan_layout(
 
     The window is the order's (``plan.default_window`` or the user's): it is
     never changed here, so no memory limit changes what is served or in
-    which order. Read-ahead, then prefetch shrink to fit; a limit too small
+    which order. Read-ahead shrinks to the read threads, then prefetch to
+    two batches, then read-ahead below the threads; a limit too small
     for the window is refused, naming the largest window it would hold.
     ``read_parallelism`` caps the default read threads (``Source.read_parallelism``).
 
@@ -233,11 +234,16 @@ def plan_layout(
             read_threads=threads,
         )
 
+    # Read-ahead first, but not below the threads while prefetch can give: a read thread with no fragment
+    # to read is idle. Shuffled 256x256 JPEGs at the default limit had read-ahead 1 and prefetch 6, and
+    # two threads decoded one at a time: 2 100 images/s against 4 500 unshuffled (2 cores).
     while size(ahead, window, depth) > limit:
-        if ahead > 1:
+        if ahead > threads:
             ahead -= 1
         elif depth > 2:
             depth -= 1
+        elif ahead > 1:
+            ahead -= 1
         else:
             held = max((w for w in range(window - 1, 0, -1) if size(1, w, 2) <= limit), default=0)
             needed = size(1, window, 2)
