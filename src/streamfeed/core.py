@@ -146,6 +146,18 @@ class Source(Protocol):
         """
 
     @property
+    def read_scratch(self) -> float | None:
+        """Bytes one fragment read holds while it decodes, beyond its output, per byte of that output.
+
+        It sizes the decoding share of the memory limit for each read in
+        flight where it is below the library's figure for a columnar decode
+        (``memory.READ_TRANSIENT``, pyarrow's pages and buffers; None: that
+        figure). An image folder's is one file and its full-size decode
+        against the fragment's array: counted as four fragments a read,
+        shuffled images were read one fragment at a time on two threads.
+        """
+
+    @property
     def info(self) -> SourceInfo:
         """What it declares beyond fragments: format, schema, classes (see :class:`SourceInfo`)."""
 

@@ -5,9 +5,9 @@ the shuffle window (two unit buffers: one served while the next unit loads),
 and the prefetch queues of finished batches (the epoch's, and the next
 epoch's once the Keras adapter starts it early). Their sum is a
 figure we can compute before the first read; :func:`plan_layout` shrinks
-read-ahead to the read threads, then prefetch, then read-ahead further, until it fits. It never shrinks the shuffle window:
-the window belongs to the order (``plan.default_window``), which no machine
-setting may change.
+read-ahead to the read threads, then prefetch, then read-ahead further,
+until it fits. It never shrinks the shuffle window: the window belongs to
+the order (``plan.default_window``), which no machine setting may change.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ def estimate_bytes(
     prefetch: int,
     shuffled: bool,
     read_threads: int = 1,
+    read_scratch: float | None = None,
 ) -> int:
     """Peak bytes held by the pipeline's own buffers for this layout, decoding included.
 
@@ -116,10 +117,15 @@ def estimate_bytes(
     is packed or queued for a next epoch (the Keras adapter needs batches).
     Counting them three times refused a 72 MB CSV of narrow rows at the
     default limit (issue 23); ``tests/test_default_limits.py`` checks that
-    peak RSS stays inside the smaller figure.
+    peak RSS stays inside the smaller figure. ``read_scratch``: the source's
+    decoding bytes per fragment byte (``Source.read_scratch``), where it is
+    below :data:`READ_TRANSIENT` (None: that).
     """
     assembly = (2 if shuffled else 1) * window  # the unit being served + the next one loading
-    decoding = READ_TRANSIENT * min(read_threads, read_ahead)  # in-flight reads' scratch
+    # A source's figure lowers the library's, never raises it: more than that is one item's (a 3000x3000 PNG
+    # among thumbnails), which the decode bound holds to a quarter of the limit, refused or skipped by itself.
+    scratch = READ_TRANSIENT if read_scratch is None else min(read_scratch, READ_TRANSIENT)
+    decoding = scratch * min(read_threads, read_ahead)  # in-flight reads' scratch
     fragments = (read_ahead + assembly + decoding) * fragment_rows
     if batch_rows is None:
         batches = prefetch * fragment_rows
@@ -188,6 +194,7 @@ def plan_layout(
     largest_fragment_rows: float | None = None,
     read_parallelism: int | None = None,
     smaller_fragments: str | None = None,
+    read_scratch: float | None = None,
 ) -> Layout:
     """The largest layout within ``memory_limit`` (the library's default if None) for a given ``window``.
 
@@ -196,7 +203,8 @@ def plan_layout(
     which order. Read-ahead shrinks to the read threads, then prefetch to
     two batches, then read-ahead below the threads; a limit too small
     for the window is refused, naming the largest window it would hold.
-    ``read_parallelism`` caps the default read threads (``Source.read_parallelism``).
+    ``read_parallelism`` caps the default read threads (``Source.read_parallelism``);
+    ``read_scratch`` is what each read holds decoding (``Source.read_scratch``).
 
     Buffers are sized from the mean fragment, but the largest one must fit
     too (read, and converted once): a single huge fragment, such as a bz2
@@ -232,6 +240,7 @@ def plan_layout(
             prefetch=depth_,
             shuffled=shuffled,
             read_threads=threads,
+            read_scratch=read_scratch,
         )
 
     # Read-ahead first, but not below the threads while prefetch can give: a read thread with no fragment

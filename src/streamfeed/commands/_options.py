@@ -319,6 +319,7 @@ def _estimate(dataset: Any) -> float:
         prefetch=2,
         shuffled=dataset.shuffled,
         read_threads=1,
+        read_scratch=dataset.resolution.read_scratch,
     )
 
 

@@ -307,9 +307,20 @@ class Resolution:
                 fragment_rows=sizes["fragment_rows"],
                 largest_fragment_rows=sizes["largest_fragment_rows"],
                 smaller_fragments=self.smaller_fragments,
+                read_scratch=self.read_scratch,
             )
 
         return self._once("layout", make)
+
+    @property
+    def read_scratch(self) -> float | None:
+        """What each read holds decoding, per byte of its fragment: the source's, unless ops run in the reads.
+
+        A per-fragment op (a user's ``map``) holds what it holds: the
+        library's default figure then, as with no source figure.
+        """
+        dataset = self.dataset
+        return None if dataset.row_ops else dataset.source.read_scratch
 
     def tuning_budget(self) -> Budget:
         """What the autotuner may spend: the layout's sizes and the limit it was planned for."""
@@ -321,6 +332,7 @@ class Resolution:
             window=self.layout().window,
             shuffled=dataset.shuffled,
             memory_limit=self.memory_limit // (dataset.lanes or 1),
+            read_scratch=self.read_scratch,
         )
 
     # ---------------------------------------------------------------- plans

@@ -41,6 +41,7 @@ class Budget:
     window: int
     shuffled: bool
     memory_limit: int
+    read_scratch: float | None = None  # each read's decoding bytes per fragment byte (Source.read_scratch)
 
     def estimate(self, settings: Settings, row_bytes: float | None = None) -> int:
         """:func:`~streamfeed.memory.estimate_bytes` of ``settings``, at ``row_bytes`` a row (default: the source's)."""
@@ -53,6 +54,7 @@ class Budget:
             prefetch=settings.prefetch,
             shuffled=self.shuffled,
             read_threads=settings.read_threads,
+            read_scratch=self.read_scratch,
         )
 
     def fits(self, settings: Settings) -> bool:

@@ -466,6 +466,7 @@ class NumpySource(AlikeRows):
         self._fingerprint: dict | None = None
         self.exact_counts = True  # a fragment that fails is skipped whole, with its row count
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     def _open_group(self, names: Sequence[str], group: Sequence[str]) -> list[tuple[str, _Array]]:
         opened: list[tuple[str, _Array]] = []

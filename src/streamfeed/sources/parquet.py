@@ -406,6 +406,7 @@ class ParquetSource:
         self._fingerprint: dict | None = None
         self.exact_counts = policy.nulls != "drop"  # dropped null rows are known only by reading
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     @staticmethod
     def _index_columns(file_schemas: Sequence[tuple[str, pa.Schema]]) -> set[str]:

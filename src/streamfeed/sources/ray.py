@@ -178,6 +178,7 @@ class RaySource(AlikeRows):
         # Ray's block metadata has every block's rows, so counts are exact unless nulls='drop' removes some
         self.exact_counts = self.policy.nulls != "drop"
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
         self.timeout = timeout
         self.name = name
         self.version = version

@@ -38,6 +38,10 @@ class SubsetSource:
     def read_parallelism(self) -> int | None:
         return self.inner.read_parallelism
 
+    @property
+    def read_scratch(self) -> float | None:
+        return self.inner.read_scratch
+
     def fragment_row_bytes(self, fragment: Fragment) -> float:
         return float(self.inner.fragment_row_bytes(fragment))
 

@@ -342,6 +342,10 @@ class WindowSource:
         return self.inner.read_parallelism
 
     @property
+    def read_scratch(self) -> float | None:
+        return None  # a read builds its windows beside the inner rows: the library's figure
+
+    @property
     def info(self) -> SourceInfo:
         # the source's columns have another shape here: no Arrow schema describes them
         return dataclasses.replace(self.inner.info, schema=None)

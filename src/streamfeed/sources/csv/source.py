@@ -274,6 +274,7 @@ class CsvSource(AlikeRows):
         # Dropped null rows and skipped ragged lines are known only by parsing: count them once.
         self.exact_counts = self.report.on_error == "raise" and policy.nulls != "drop"
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     # ----------------------------------------------------------------- opening
     def _size(self, path: str) -> int:

@@ -181,6 +181,7 @@ class HDF5Source(AlikeRows):
         # h5py runs every call under one global lock: a second read thread only contends for it
         # (2 M rows uncompressed, alternated: 1 thread 20.8 M rows/s, 2 threads 15.6 M, h5py's loop 21.8 M).
         self.read_parallelism: int | None = None if processes else 1
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     # ------------------------------------------------------------------ opening
     def _open_file(self, handle: Any, path: str) -> tuple[int, dict[str, int | None], tuple[Column, ...]]:

@@ -161,6 +161,7 @@ class SqlSource(AlikeRows):
         self.report.total_files = 1
         self.exact_counts = policy.nulls != "drop"
         self.read_parallelism: int | None = None
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
         self._fingerprint: dict | None = None
 
     # ------------------------------------------------------------------ queries

@@ -142,6 +142,7 @@ class TFRecordSource(AlikeRows):
         # Under "skip", records that fail while reading shorten their fragment: count once before training.
         self.exact_counts = self.report.on_error == "raise"
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     def _framing_problem(self, index: FileIndex) -> None:
         problem = index.problem

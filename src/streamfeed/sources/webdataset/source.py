@@ -152,6 +152,7 @@ class WebDatasetSource(AlikeRows):
         self._fingerprint: dict | None = None
         self.exact_counts = self.report.on_error == "raise"  # a member failing to decode shortens its fragment
         self.read_parallelism: int | None = None
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     def _scan(self, path: str) -> TarIndex | Exception:
         try:

@@ -180,6 +180,7 @@ class ZipImageSource(AlikeRows):
         self._fingerprint: dict | None = None
         self.exact_counts = self.report.on_error == "raise"  # a member can fail its CRC or decode when read
         self.read_parallelism: int | None = None
+        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
 
     def _refuse(self, index: ZipIndex) -> int:
         """Reports every entry refused at open; returns how many were images (rows lost)."""

@@ -1,0 +1,92 @@
+"""An image folder says what a read holds while it decodes, and the layout spends the rest on reading.
+
+The library's figure for a read's decoding bytes is pyarrow's: four times
+the fragment it decodes (``memory.READ_TRANSIENT``). An image read holds one
+file and its full-size decode beside the fragment's array, far less at
+usual sizes; counted at four fragments a read, shuffled 1024x1024 JPEGs
+read to 256 at the default limit had read-ahead 1, so two read threads
+decoded one fragment at a time (478 against 888 images/s unshuffled).
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import streamfeed as sf
+from streamfeed.memory import READ_TRANSIENT, estimate_bytes, high_water_bytes, reset_peak_rss, rss_bytes
+
+
+def _folder(root: Path, ext: str, count: int, side: int) -> Path:
+    rng = np.random.default_rng(0)
+    for index in range(count):
+        folder = root / ("a" if index % 2 else "b")
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+        pixels[:, ::5] = 0  # some structure, so that the files are not all incompressible noise
+        Image.fromarray(pixels).save(folder / f"{index:03d}.{ext}", quality=90)
+    return root
+
+
+@pytest.mark.parametrize("ext", ["png", "jpg"])
+def test_a_fragment_read_holds_no_more_than_the_source_declares(tmp_path, ext):
+    """Large files read small: the peak beyond the fragment's array stays within ``read_scratch`` of it."""
+    root = _folder(tmp_path / ext, ext, count=8, side=2048)
+    source = sf.read_images(root, size=(64, 64), fragment_size=4).source
+    assert source.read_scratch is not None
+    fragments = source.fragments
+    fragments[0].read()  # the decoders' code and tables: loaded once, not a read's
+    gc.collect()
+    if not reset_peak_rss():
+        pytest.skip("needs /proc/self/clear_refs to reset the peak RSS (Linux)")
+    for fragment in fragments[1:]:
+        gc.collect()
+        before = rss_bytes()
+        reset_peak_rss()
+        chunk = fragment.read()
+        held = high_water_bytes() - before  # type: ignore[operator]
+        output = fragment.num_rows * source.row_bytes
+        assert len(chunk["image"]) == fragment.num_rows
+        # A 2048x2048 PNG held 2.9x its 12 MiB decode beyond the array: one copy counted would not cover it.
+        assert held - output <= source.read_scratch * output, (held, output, source.read_scratch)
+        del chunk
+
+
+def test_shuffled_images_read_as_many_fragments_as_threads_where_the_library_figure_would_not(tmp_path):
+    root = _folder(tmp_path / "jpg", "jpg", count=192, side=256)
+    ds = sf.read_images(root, size=(128, 128), fragment_size=32).shuffle(seed=3).batch(8)
+    source = ds.source
+    assert source.read_scratch is not None and source.read_scratch < 1
+
+    def two_ahead(read_scratch: float | None) -> int:
+        """The estimate of 2 threads reading 2 fragments ahead, with the least prefetch."""
+        return estimate_bytes(
+            source.row_bytes, 32.0, 8, read_ahead=2, window=6, prefetch=2, shuffled=True, read_threads=2,
+            read_scratch=read_scratch,
+        )  # fmt: skip
+
+    limit = two_ahead(source.read_scratch) + 1024
+    assert two_ahead(None) > limit  # the library's figure would not hold two reads in flight
+    assert READ_TRANSIENT > source.read_scratch
+    limited = ds.with_options(memory_limit=limit, read_threads=2)
+    layout = limited.layout()
+    assert (layout.window, layout.read_threads, layout.read_ahead) == (6, 2, 2)
+    assert layout.estimated_bytes <= limit
+    with limited.iter_epoch(0) as batches:
+        paths = [path for batch in batches for path in batch["path"]]
+    assert sorted(paths) == sorted(source.files)  # every image once
+
+
+def test_without_the_probe_or_under_a_map_the_library_figure_holds(tmp_path):
+    root = _folder(tmp_path / "jpg", "jpg", count=4, side=256)
+    assert sf.read_images(root, size=(64, 64), verify_headers=False).source.read_scratch is None
+    assert sf.read_images(root, size=(64, 64), decode=False).source.read_scratch is None
+    probed = sf.read_images(root, size=(64, 64))
+    assert probed.source.read_scratch is not None
+    assert probed.resolution.read_scratch == probed.source.read_scratch
+    mapped = probed.map(lambda chunk: chunk)  # a user's op runs in the reads: what it holds is unknown
+    assert mapped.resolution.read_scratch is None
