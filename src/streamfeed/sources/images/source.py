@@ -163,8 +163,8 @@ class ImageSource(AlikeRows):
         # and up to three full-size copies of it decoded (Pillow's decode, mode conversion and resize; measured:
         # a 2048x2048 PNG read held 36 MiB beyond its output, 2.9x its 12 MiB decode; 128 JPEGs of 1024x1024
         # read to 256 held nothing beyond it, not the 4 fragments pyarrow's reads hold). The sizes are the
-        # probe's; without it, the library's figure.
-        fragment_bytes = min(fragment_size, len(files)) * self.row_bytes
+        # probe's; without it, the library's figure. Per byte of the mean fragment, as the layout counts it.
+        fragment_bytes = len(files) / max(len(self.fragments), 1) * self.row_bytes
         known = verify_headers and decode and bool(files)
         self.read_scratch: float | None = (
             (DECODE_COPIES * largest_decode + max(sizes)) / fragment_bytes if known else None
