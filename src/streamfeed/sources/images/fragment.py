@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import InitVar, dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -25,8 +25,7 @@ from .decode import (
     DecodeSpec,
     ImageDecodeError,
     ImageTooLargeError,
-    check_size,
-    declared_bytes,
+    checked_decoded_bytes,
     decode,
     jpeg_header,
     open_header,
@@ -213,16 +212,8 @@ def _probe(path: str, spec: DecodeSpec | None) -> tuple[BaseException | None, in
             os.close(handle)
         header = jpeg_header(head)
         if header is not None:
-            return None, _checked_bytes(header, spec)
+            return None, checked_decoded_bytes(header, spec)
         with open(path, "rb") as stream, open_header(stream) as image:
-            return None, _checked_bytes(image, spec)
+            return None, checked_decoded_bytes(image, spec)
     except (ImageDecodeError, OSError) as exc:
         return exc, 0
-
-
-def _checked_bytes(image: Any, spec: DecodeSpec | None) -> int:
-    """The image's declared decoded bytes, refused over the bound (:func:`check_size`); 0 without a ``spec``."""
-    if spec is None:
-        return 0
-    check_size(image, spec.max_image_bytes, spec.channels)
-    return declared_bytes(image, spec.channels)[0]

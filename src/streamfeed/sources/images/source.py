@@ -58,11 +58,9 @@ from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.paths import file_digest
 from ..labels import class_names, write_label_map
-from .decode import DecodeSpec, image_byte_limit, resolve_decoder
+from .decode import DecodeSpec, image_byte_limit, read_scratch, resolve_decoder
 from .fragment import PROBE_FILES, ImageFragment, corrupt, probe_files
 from .listing import FollowLinks, Labels, Listing, list_images, load_label_map, no_images
-
-DECODE_COPIES = 3  # full-size copies of one image a read may hold while it decodes (see read_scratch)
 
 
 class ImageSource(AlikeRows):
@@ -159,16 +157,12 @@ class ImageSource(AlikeRows):
         # Decoding can fail past the header probe; undecoded, nothing can fail after it.
         self.exact_counts = self.report.on_error == "raise" or not decode
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
-        # A read decodes each image into its row of the fragment's array: beyond it, it holds one file's bytes
-        # and up to three full-size copies of it decoded (Pillow's decode, mode conversion and resize; measured:
-        # a 2048x2048 PNG read held 36 MiB beyond its output, 2.9x its 12 MiB decode; 128 JPEGs of 1024x1024
-        # read to 256 held nothing beyond it, not the 4 fragments pyarrow's reads hold). The sizes are the
-        # probe's; without it, the library's figure. Per byte of the mean fragment, as the layout counts it.
+        # A read decodes each image into its row of the fragment's array; beyond it, it holds one file and
+        # its decode (decode.read_scratch), sized by the probe; without the probe, the library's figure.
+        # Per byte of the mean fragment, as the layout counts it.
         fragment_bytes = len(files) / max(len(self.fragments), 1) * self.row_bytes
         known = verify_headers and decode and bool(files)
-        self.read_scratch: float | None = (
-            (DECODE_COPIES * largest_decode + max(sizes)) / fragment_bytes if known else None
-        )
+        self.read_scratch = read_scratch(largest_decode, max(sizes), fragment_bytes) if known else None
 
     @staticmethod
     def _label_map(root: str, listing: Listing, labels: Labels | None, given: Any) -> dict[str, int]:

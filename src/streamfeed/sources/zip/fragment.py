@@ -26,7 +26,7 @@ from ..images.decode import (
     DecodeSpec,
     ImageDecodeError,
     ImageTooLargeError,
-    check_size,
+    checked_decoded_bytes,
     decode,
     jpeg_header,
     open_header,
@@ -189,25 +189,29 @@ PROBE_WHOLE = 256 << 10  # a member of at most this many bytes is probed whole: 
 
 def probe_members(
     members: list[Member], archive: str, filesystem: pafs.FileSystem, spec: DecodeSpec | None
-) -> list[BaseException | None]:
+) -> list[tuple[BaseException | None, int]]:
     """Each member's problem at open, or None: its local header, its image header and declared size.
+
+    Beside each problem, the bytes the member's header declares decoded (0
+    without a ``spec`` or when it is bad): the largest sizes what a read
+    holds while it decodes (``ZipImageSource.read_scratch``).
 
     Small members are read whole, a ranged read per run (``runs``), and
     inflated with every check (CRC, a bomb's inflating past its size);
     larger ones by their first bytes (:func:`_probe`).
     """
-    problems: dict[str, BaseException | None] = {}
+    problems: dict[str, tuple[BaseException | None, int]] = {}
     try:
         stream = filesystem.open_input_file(archive)
     except OSError as exc:
-        return [exc for _ in members]
+        return [(exc, 0) for _ in members]
     with stream:
         for run in runs([member for member in members if member.extent <= PROBE_WHOLE]):
             start = run[0].header
             try:
                 buffer = stream.read_at(run_end(run) - start, start)
             except OSError as exc:
-                problems.update((member.name, exc) for member in run)
+                problems.update((member.name, (exc, 0)) for member in run)
                 continue
             for member in run:
                 problems[member.name] = _whole(member, buffer, start, spec)
@@ -217,18 +221,17 @@ def probe_members(
     return [problems[member.name] for member in members]
 
 
-def _whole(member: Member, buffer: bytes, start: int, spec: DecodeSpec | None) -> BaseException | None:
+def _whole(member: Member, buffer: bytes, start: int, spec: DecodeSpec | None) -> tuple[BaseException | None, int]:
     try:
         data = inflate(member, buffer, start)
         if not data:
             raise ImageDecodeError("the member is empty (0 bytes)")
-        _check_header(data, spec)
+        return None, _check_header(data, spec)
     except (ImageDecodeError, MemberError) as exc:
-        return exc
-    return None
+        return exc, 0
 
 
-def _probe(member: Member, stream: pafs.NativeFile, spec: DecodeSpec | None) -> BaseException | None:
+def _probe(member: Member, stream: pafs.NativeFile, spec: DecodeSpec | None) -> tuple[BaseException | None, int]:
     """One member's header probe: a read of its local header and first bytes (the whole member if it is small).
 
     A member within the read is inflated whole, so its CRC and a bomb
@@ -239,32 +242,29 @@ def _probe(member: Member, stream: pafs.NativeFile, spec: DecodeSpec | None) -> 
     """
     try:
         if member.size == 0:
-            return ImageDecodeError("the member is empty (0 bytes)")
+            return ImageDecodeError("the member is empty (0 bytes)"), 0
         wanted = min(member.extent, LOCAL_HEADER + 2 * len(member.name.encode()) + 1024 + JPEG_HEAD_BYTES)
         buffer = stream.read_at(wanted, member.header)
         if wanted == member.extent:
-            _check_header(inflate(member, buffer, member.header), spec)
-            return None
+            return None, _check_header(inflate(member, buffer, member.header), spec)
         first = head(member, buffer, member.header, min(JPEG_HEAD_BYTES, member.size + 1))
         if len(first) > member.size:
             raise MemberError(f"it inflates past its declared {member.size} bytes (a zip bomb): inflating was stopped")
         try:
-            _check_header(first, spec)
+            return None, _check_header(first, spec)
         except ImageTooLargeError:
             raise
         except ImageDecodeError:
-            _check_header(inflate(member, stream.read_at(member.extent, member.header), member.header), spec)
+            whole = inflate(member, stream.read_at(member.extent, member.header), member.header)
+            return None, _check_header(whole, spec)
     except (ImageDecodeError, MemberError, OSError) as exc:
-        return exc
-    return None
+        return exc, 0
 
 
-def _check_header(data: bytes, spec: DecodeSpec | None) -> None:
+def _check_header(data: bytes, spec: DecodeSpec | None) -> int:
+    """The image header in ``data`` checked (:func:`checked_decoded_bytes`): the bytes it declares decoded."""
     header = jpeg_header(data)
     if header is not None:
-        if spec is not None:
-            check_size(header, spec.max_image_bytes, spec.channels)
-        return
+        return checked_decoded_bytes(header, spec)
     with open_header(data) as image:
-        if spec is not None:
-            check_size(image, spec.max_image_bytes, spec.channels)
+        return checked_decoded_bytes(image, spec)

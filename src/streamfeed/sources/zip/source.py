@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, NotFoundError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
-from ..images.decode import IMAGE_SUFFIXES, DecodeSpec, resolve_decoder
+from ..images.decode import IMAGE_SUFFIXES, DecodeSpec, read_scratch, resolve_decoder
 from ..images.listing import Labels, Listing
 from ..images.source import ImageSource
 from ..labels import class_names, write_label_map
@@ -146,6 +146,7 @@ class ZipImageSource(AlikeRows):
             )
         self.label_map = ImageSource._label_map(self.archive, Listing(folders=folders), labels, label_map)
         listed = len(members)
+        self._largest_decode = 0  # the most bytes one good member's header declares decoded (the probe's)
         if verify_headers:
             members, classes = self._probe(members, classes, threads)
         self.members = tuple(members)
@@ -180,7 +181,11 @@ class ZipImageSource(AlikeRows):
         self._fingerprint: dict | None = None
         self.exact_counts = self.report.on_error == "raise"  # a member can fail its CRC or decode when read
         self.read_parallelism: int | None = None
-        self.read_scratch: float | None = None  # the library's figure for its decode (core.Source)
+        # A read holds its members' bytes (in row_bytes: ``stored``) and one member's decode beside the
+        # fragment's array (decode.read_scratch), sized by the probe; without it, the library's figure.
+        known = verify_headers and decode and bool(self.members)
+        mean_fragment_bytes = len(self.members) / max(len(self.fragments), 1) * self.row_bytes
+        self.read_scratch = read_scratch(self._largest_decode, 0, mean_fragment_bytes) if known else None
 
     def _refuse(self, index: ZipIndex) -> int:
         """Reports every entry refused at open; returns how many were images (rows lost)."""
@@ -242,11 +247,12 @@ class ZipImageSource(AlikeRows):
         )
         parts = [members[start : start + PROBE_MEMBERS] for start in range(0, len(members), PROBE_MEMBERS)]
         with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-probe") as pool:
-            problems = [problem for part in pool.map(probe, parts) for problem in part]
+            probed = [found for part in pool.map(probe, parts) for found in part]
         kept: list[int] = []
-        for position, problem in enumerate(problems):
+        for position, (problem, decoded) in enumerate(probed):
             if problem is None:
                 kept.append(position)
+                self._largest_decode = max(self._largest_decode, decoded)
                 continue
             member = members[position]
             error = bad_member(self.archive, member, problem)
