@@ -306,8 +306,13 @@ def checked_decoded_bytes(image: Any, spec: "DecodeSpec | None") -> int:
     return declared_bytes(image, spec.channels)[0]
 
 
-def read_scratch(largest_decode: int, largest_file: int, mean_fragment_bytes: float) -> float:
-    """A fragment read's bytes beyond its array per byte of it: one file and :data:`DECODE_COPIES` of its decode."""
+def read_scratch(largest_decode: int, largest_file: int, rows: int, fragments: int, row_bytes: float) -> float:
+    """A fragment read's bytes beyond its array: one file and :data:`DECODE_COPIES` of its decode.
+
+    Per byte of the mean fragment (``rows`` over ``fragments``, ``row_bytes``
+    a row), as the layout multiplies it (``Source.read_scratch``).
+    """
+    mean_fragment_bytes = rows / max(fragments, 1) * row_bytes
     return (DECODE_COPIES * largest_decode + largest_file) / max(mean_fragment_bytes, 1.0)
 
 

@@ -159,10 +159,10 @@ class ImageSource(AlikeRows):
         self.read_parallelism: int | None = None  # reads run in parallel (core.Source)
         # A read decodes each image into its row of the fragment's array; beyond it, it holds one file and
         # its decode (decode.read_scratch), sized by the probe; without the probe, the library's figure.
-        # Per byte of the mean fragment, as the layout counts it.
-        fragment_bytes = len(files) / max(len(self.fragments), 1) * self.row_bytes
         known = verify_headers and decode and bool(files)
-        self.read_scratch = read_scratch(largest_decode, max(sizes), fragment_bytes) if known else None
+        self.read_scratch = (
+            read_scratch(largest_decode, max(sizes), len(files), len(self.fragments), self.row_bytes) if known else None
+        )
 
     @staticmethod
     def _label_map(root: str, listing: Listing, labels: Labels | None, given: Any) -> dict[str, int]:

@@ -146,9 +146,9 @@ class ZipImageSource(AlikeRows):
             )
         self.label_map = ImageSource._label_map(self.archive, Listing(folders=folders), labels, label_map)
         listed = len(members)
-        self._largest_decode = 0  # the most bytes one good member's header declares decoded (the probe's)
+        largest_decode = 0  # the most bytes one good member's header declares decoded (the probe's)
         if verify_headers:
-            members, classes = self._probe(members, classes, threads)
+            members, classes, largest_decode = self._probe(members, classes, threads)
         self.members = tuple(members)
         label_array = (
             np.array([self.label_map[str(c)] for c in classes], dtype=np.int64) if labels == "inferred" else None
@@ -184,8 +184,8 @@ class ZipImageSource(AlikeRows):
         # A read holds its members' bytes (in row_bytes: ``stored``) and one member's decode beside the
         # fragment's array (decode.read_scratch), sized by the probe; without it, the library's figure.
         known = verify_headers and decode and bool(self.members)
-        mean_fragment_bytes = len(self.members) / max(len(self.fragments), 1) * self.row_bytes
-        self.read_scratch = read_scratch(self._largest_decode, 0, mean_fragment_bytes) if known else None
+        rows, fragments = len(self.members), len(self.fragments)
+        self.read_scratch = read_scratch(largest_decode, 0, rows, fragments, self.row_bytes) if known else None
 
     def _refuse(self, index: ZipIndex) -> int:
         """Reports every entry refused at open; returns how many were images (rows lost)."""
@@ -240,8 +240,8 @@ class ZipImageSource(AlikeRows):
 
     def _probe(
         self, members: list[Member], classes: list[str | None], threads: int
-    ) -> tuple[list[Member], list[str | None]]:
-        """The members whose header probe passes; the others reported (or the first raised)."""
+    ) -> tuple[list[Member], list[str | None], int]:
+        """The members whose header probe passes, and the most bytes one declares decoded; the others reported."""
         probe = functools.partial(
             probe_members, archive=self.archive, filesystem=self.filesystem, spec=self.spec if self.decode else None
         )
@@ -249,17 +249,18 @@ class ZipImageSource(AlikeRows):
         with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="streamfeed-probe") as pool:
             probed = [found for part in pool.map(probe, parts) for found in part]
         kept: list[int] = []
+        largest_decode = 0
         for position, (problem, decoded) in enumerate(probed):
             if problem is None:
                 kept.append(position)
-                self._largest_decode = max(self._largest_decode, decoded)
+                largest_decode = max(largest_decode, decoded)
                 continue
             member = members[position]
             error = bad_member(self.archive, member, problem)
             location = f"member {member.name!r} (local header at byte {member.header})"
             self.report.reject(error, path=self.archive, location=location, rows=1, cause=problem)
             self.bad_members[member.name] = error
-        return [members[i] for i in kept], [classes[i] for i in kept]
+        return [members[i] for i in kept], [classes[i] for i in kept], largest_decode
 
     @property
     def class_names(self) -> list[str]:
