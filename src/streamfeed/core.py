@@ -149,12 +149,15 @@ class Source(Protocol):
     def read_scratch(self) -> float | None:
         """Bytes one fragment read holds while it decodes, beyond its output, per byte of that output.
 
-        It sizes the decoding share of the memory limit for each read in
-        flight where it is below the library's figure for a columnar decode
-        (``memory.READ_TRANSIENT``, pyarrow's pages and buffers; None: that
-        figure). An image folder's is one file and its full-size decode
-        against the fragment's array: counted as four fragments a read,
-        shuffled images were read one fragment at a time on two threads.
+        It sizes the reading share of the memory limit for each read in
+        flight (None: the library's figure for a columnar decode,
+        ``memory.READ_TRANSIENT``, pyarrow's pages and buffers). An image
+        folder's is one file and its full-size decode against the fragment's
+        array, at most the library's figure (counted as four fragments a
+        read, shuffled images were read one fragment at a time on two
+        threads); a zip archive's adds the members a read holds at once.
+        Bytes held only while reading belong here, not in :attr:`row_bytes`,
+        which sizes every buffer and the default shuffle window.
         """
 
     @property

@@ -118,13 +118,11 @@ def estimate_bytes(
     Counting them three times refused a 72 MB CSV of narrow rows at the
     default limit (issue 23); ``tests/test_default_limits.py`` checks that
     peak RSS stays inside the smaller figure. ``read_scratch``: the source's
-    decoding bytes per fragment byte (``Source.read_scratch``), where it is
-    below :data:`READ_TRANSIENT` (None: that).
+    bytes a read holds per fragment byte (``Source.read_scratch``; None:
+    :data:`READ_TRANSIENT`).
     """
     assembly = (2 if shuffled else 1) * window  # the unit being served + the next one loading
-    # A source's figure lowers the library's, never raises it: more than that is one item's (a 3000x3000 PNG
-    # among thumbnails), which the decode bound holds to a quarter of the limit, refused or skipped by itself.
-    scratch = READ_TRANSIENT if read_scratch is None else min(read_scratch, READ_TRANSIENT)
+    scratch = READ_TRANSIENT if read_scratch is None else read_scratch  # an image source caps its own decode's
     decoding = scratch * min(read_threads, read_ahead)  # in-flight reads' scratch
     fragments = (read_ahead + assembly + decoding) * fragment_rows
     if batch_rows is None:

@@ -172,20 +172,25 @@ class ZipImageSource(AlikeRows):
         self.report.total_files = listed + refused
         self.report.check_budget()
         pixels = float(np.prod(spec.shape) * np.dtype(spec.dtype).itemsize)
-        # a fragment's reads and its members inflated, per row: the largest fragment's (``fragment.read_bytes``)
-        stored = max(
-            ((read_bytes(f.members) + sum(m.size for m in f.members)) / f.num_rows for f in self.fragments), default=0.0
-        )
-        self.row_bytes = (pixels if decode else 0.0) + stored + 8 + 64
+        # A read holds its fragment's members, read in runs and inflated at once (``fragment.read_bytes``).
+        held = [read_bytes(f.members) + sum(m.size for m in f.members) for f in self.fragments]
         self._columns = ["image" if decode else "image_bytes"] + (["label"] if labels == "inferred" else []) + ["path"]
         self._fingerprint: dict | None = None
         self.exact_counts = self.report.on_error == "raise"  # a member can fail its CRC or decode when read
         self.read_parallelism: int | None = None
-        # A read holds its members' bytes (in row_bytes: ``stored``) and one member's decode beside the
-        # fragment's array (decode.read_scratch), sized by the probe; without it, the library's figure.
-        known = verify_headers and decode and bool(self.members)
-        rows, fragments = len(self.members), len(self.fragments)
-        self.read_scratch = read_scratch(largest_decode, 0, rows, fragments, self.row_bytes) if known else None
+        self.read_scratch: float | None = None  # undecoded: the library's figure for the members served
+        if decode:  # served: the image, its label and path, as from the folder the archive holds
+            self.row_bytes = pixels + 8 + 64
+            # Beside the fragment's array a read holds its members, and one member's decode, sized by the
+            # probe (decode.read_scratch); without the probe, the library's figure for the decode. Counted in
+            # the row bytes instead, the members shrank the default window: 1 fragment where the folder had 5.
+            decoded = largest_decode if verify_headers else None
+            rows, fragments = len(self.members), len(self.fragments)
+            self.read_scratch = read_scratch(
+                decoded, 0, rows, fragments, self.row_bytes, held_bytes=max(held, default=0)
+            )
+        else:  # served: the members' bytes; per row, the largest fragment's with the runs read for them
+            self.row_bytes = max((total / f.num_rows for total, f in zip(held, self.fragments)), default=0.0) + 8 + 64
 
     def _refuse(self, index: ZipIndex) -> int:
         """Reports every entry refused at open; returns how many were images (rows lost)."""
