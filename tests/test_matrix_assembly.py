@@ -87,3 +87,43 @@ def test_the_unit_buffer_gathers_the_matrix_contiguous_with_the_other_columns_be
     np.testing.assert_array_equal(out["X"], np.column_stack([whole[name] for name in "abc"])[indices])
     np.testing.assert_array_equal(out["y"], whole["y"][indices])
     assert matrix.assemble({"a": whole["a"], "y": whole["y"], "b": whole["b"], "c": whole["c"]}).keys() == {"X", "y"}
+
+
+def _owner(array: np.ndarray) -> object:
+    """What finally holds an array's memory: an ndarray that owns it, or a foreign buffer."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array if array.base is None else array.base
+
+
+def test_the_read_threads_matrix_is_in_arrows_pool_so_that_a_freed_one_is_returned():
+    """Fails on the old code: the matrix came from glibc's malloc in the read thread.
+
+    Freed by the consumer, such blocks stayed in the read threads' arenas
+    once glibc had raised its mmap threshold past them: ``to_keras`` over
+    65 536-row fragments of 32 float32 peaked 239-256 MiB over the start
+    against 164-165 from Arrow's pool (a 112 MiB layout; 10 epochs, two
+    rounds, ``docs/performance.md``). Peak RSS differs too little between
+    runs for a test to tell the two apart, so this checks where the memory is.
+    """
+    columns = MatrixColumns("x", tuple(FEATURES))
+    chunk = {name: np.arange(1000, dtype=np.float32) + i for i, name in enumerate(FEATURES)}
+    before = pa.total_allocated_bytes()
+    matrix = columns.assemble(chunk)["x"]
+    assert isinstance(_owner(matrix), pa.Buffer)
+    assert pa.total_allocated_bytes() - before >= matrix.nbytes
+    assert matrix.flags.c_contiguous and matrix.flags.writeable and matrix.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(matrix, np.column_stack([chunk[name] for name in FEATURES]))
+    view = matrix[10:20]
+    del matrix
+    assert pa.total_allocated_bytes() - before >= 1000 * len(FEATURES) * 4  # a batch's view keeps its fragment
+    del view
+    assert pa.total_allocated_bytes() - before < 1000 * len(FEATURES) * 4
+
+
+def test_an_array_of_objects_or_of_no_rows_comes_from_numpy():
+    from streamfeed.core import fragment_array
+
+    assert fragment_array((3,), object).tolist() == [None, None, None]
+    empty = fragment_array((0, 4), np.float32)
+    assert empty.shape == (0, 4) and empty.dtype == np.float32

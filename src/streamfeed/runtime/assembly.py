@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import Chunk, chunk_len, interleave
+from ..core import Chunk, chunk_len, fragment_array, interleave
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class MatrixColumns:
         if not self.present(chunk):
             return chunk
         parts = [chunk[name] for name in self.columns]
-        matrix = interleave(parts, np.empty((chunk_len(chunk), len(parts)), dtype=parts[0].dtype))
+        matrix = interleave(parts, fragment_array((chunk_len(chunk), len(parts)), parts[0].dtype))
         return self.replaced(chunk, matrix)
 
     def replaced(self, chunk: Chunk, matrix: np.ndarray) -> Chunk:
