@@ -24,6 +24,7 @@ samples, measured with py-spy on 2 000 JPEGs decoded from 1024x1024).
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Iterator, Protocol
 
 import numpy as np
@@ -67,6 +68,7 @@ class UnitBuffer:
         self._ragged: dict[str, list[Ragged]] = {}  # variable-length columns: their chunks, joined at first gather
         self._wide: dict[str, list[np.ndarray]] = {}  # wide-row columns: their chunks, rows gathered from them
         self._starts: list[int] = []  # the first row of each appended chunk (the wide columns' chunk starts)
+        self._packed: _PackedRows | None = None  # 1-D numeric columns of several dtypes, side by side in bytes
         self._rows = 0
 
     @property
@@ -80,6 +82,7 @@ class UnitBuffer:
         With ``matrix`` (and its columns in ``first``), those columns are stored as the matrix it names.
         """
         self._groups, self._layout, self._rows, self._ragged, self._wide, self._starts = {}, [], 0, {}, {}, []
+        self._packed = None
         self._matrix = matrix if matrix is not None and matrix.present(first) else None
         members = set(self._matrix.columns) if self._matrix is not None else set()
         if self._matrix is not None:
@@ -100,10 +103,22 @@ class UnitBuffer:
                 group.append(name)
             else:
                 self._layout.append((name, f"column:{name}", None))
+        dtype_groups = [block for block in self._groups if block.startswith("dtype:")]
+        if len(dtype_groups) > 1:  # several dtypes: their rows side by side in one byte block, one gather
+            self._packed = _PackedRows.of(
+                {name: first[name].dtype for block in dtype_groups for name in self._groups[block]}
+            )
+            self._layout = [
+                (name, _PACKED, None) if block.startswith("dtype:") else (name, block, index)
+                for name, block, index in self._layout
+            ]
+            for block in dtype_groups:
+                del self._groups[block]
+            self._block(_PACKED, (capacity, self._packed.width), np.dtype(np.uint8))
         for block_name, names in self._groups.items():
             self._block(block_name, (capacity, len(names)), first[names[0]].dtype)
         for name, block_name, index in self._layout:
-            if index is None and block_name not in (_MATRIX, _RAGGED, _WIDE):
+            if index is None and block_name not in (_MATRIX, _RAGGED, _WIDE, _PACKED):
                 self._block(block_name, (capacity, *first[name].shape[1:]), first[name].dtype)
 
     def append(self, chunk: Chunk) -> None:
@@ -112,12 +127,14 @@ class UnitBuffer:
         start, stop = self._rows, self._rows + size
         for block_name, names in self._groups.items():
             interleave([chunk[name] for name in names], self._room(block_name, stop)[start:stop])
+        if self._packed is not None:
+            self._packed.write(chunk, self._room(_PACKED, stop)[start:stop])
         for name, block_name, index in self._layout:
             if block_name == _RAGGED:
                 self._ragged[name].append(chunk[name])  # type: ignore[arg-type]
             elif block_name == _WIDE:
                 self._wide[name].append(chunk[name])
-            elif index is None and block_name != _MATRIX:
+            elif index is None and block_name not in (_MATRIX, _PACKED):
                 self._room(block_name, stop)[start:stop] = chunk[name]
         self._starts.append(start)
         self._rows = stop
@@ -150,11 +167,14 @@ class UnitBuffer:
         # A dtype block's columns are its transpose's rows: ``list(block.T)`` makes them all in one call
         # (measured 18 vs 36 µs a batch for 33 columns, against one ``[:, index]`` each).
         views = {name: list(block.T) for name, block in taken.items() if name.startswith("dtype:")}
+        packed = self._packed.columns(taken[_PACKED]) if self._packed is not None else {}
         out: Chunk = {}
         rows_of = self._wide_rows(indices) if self._wide else None
         for name, block_name, index in self._layout:
             if block_name == _WIDE:
                 out[name] = self._gather_wide(self._wide[name], rows_of)  # type: ignore[arg-type]
+            elif block_name == _PACKED:
+                out[name] = packed[name]
             elif block_name == _RAGGED:
                 parts = self._ragged[name]
                 if len(parts) > 1:
@@ -180,13 +200,61 @@ class UnitBuffer:
     def _block_names(self) -> list[str]:
         return [
             *self._groups,
-            *(block for _, block, index in self._layout if index is None and block not in (_MATRIX, _RAGGED, _WIDE)),
+            *([_PACKED] if self._packed is not None else []),
+            *(
+                block
+                for _, block, index in self._layout
+                if index is None and block not in (_MATRIX, _RAGGED, _WIDE, _PACKED)
+            ),
         ]
 
 
 _MATRIX = "matrix"  # the block of the model's feature matrix
+_PACKED = "packed"  # the byte block of the 1-D numeric columns, when they are of several dtypes
 _RAGGED = "ragged"  # not a block: a variable-length column, kept as its chunks (core_ragged.py)
 _WIDE = "wide"  # not a block: a column of wide rows, kept as its chunks and gathered from them
+
+
+@dataclass(frozen=True)
+class _PackedRows:
+    """Where each 1-D numeric column sits in a row of one byte block, so that a batch is one gather.
+
+    One block per dtype cost one random cache miss a row per dtype: a click
+    log's float64, int64 and float32 columns, 2.1 M-row unit, batch 1 024,
+    gathered in 0.046 CPU s per million rows from three blocks against 0.025
+    from one (measured). Wider dtypes come first and a row is padded to the
+    widest, so every column is aligned in the block and in a gathered batch.
+    """
+
+    width: int  # bytes a row
+    places: tuple[tuple[str, np.dtype, int], ...]  # (column, dtype, byte offset in the row)
+
+    @classmethod
+    def of(cls, dtypes: dict[str, np.dtype]) -> "_PackedRows":
+        places, offset = [], 0
+        for name, dtype in sorted(dtypes.items(), key=lambda item: -item[1].itemsize):  # stable: ties keep order
+            places.append((name, dtype, offset))
+            offset += dtype.itemsize
+        widest = max(dtype.itemsize for dtype in dtypes.values())
+        return cls(-(-offset // widest) * widest, tuple(places))
+
+    def write(self, chunk: Chunk, rows: np.ndarray) -> None:
+        """Writes ``chunk``'s columns into ``rows`` (its rows of the block), tile by tile to stay in cache."""
+        for top in range(0, rows.shape[0], _PACKED_TILE_ROWS):
+            tile = rows[top : top + _PACKED_TILE_ROWS]
+            for name, dtype, offset in self.places:
+                _column_of(tile, dtype, offset)[:] = chunk[name][top : top + _PACKED_TILE_ROWS]
+
+    def columns(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Each column of ``rows`` (gathered rows of the block), a strided view of them."""
+        return {name: _column_of(rows, dtype, offset) for name, dtype, offset in self.places}
+
+
+def _column_of(rows: np.ndarray, dtype: np.dtype, offset: int) -> np.ndarray:
+    return rows[:, offset : offset + dtype.itemsize].view(dtype)[:, 0]
+
+
+_PACKED_TILE_ROWS = 16384  # a tile of 32-byte rows (512 KiB) stays in cache while its columns are written
 
 
 class StopSignal(Protocol):
