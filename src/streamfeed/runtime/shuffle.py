@@ -51,7 +51,8 @@ class UnitBuffer:
     One-dimensional columns of the same dtype are stored side by side in
     one row-major block, so a batch is one row gather per dtype rather than
     one gather per column (33 columns: 64 k ``take`` calls an epoch became
-    2 k). The model's feature columns (``matrix``, set by the packing) get
+    2 k); columns of several dtypes share one block of bytes
+    (:class:`_PackedRows`), so that is one gather too. The model's feature columns (``matrix``, set by the packing) get
     a block of their own, which a gather returns as the feature matrix
     itself: built here, once (``runtime/assembly.py``). Chunks are appended
     as they arrive from the reader, each freed right after its copy, so a
