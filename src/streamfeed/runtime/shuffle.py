@@ -52,9 +52,10 @@ class UnitBuffer:
     one row-major block, so a batch is one row gather per dtype rather than
     one gather per column (33 columns: 64 k ``take`` calls an epoch became
     2 k); columns of several dtypes share one block of bytes
-    (:class:`_PackedRows`), so that is one gather too. The model's feature columns (``matrix``, set by the packing) get
-    a block of their own, which a gather returns as the feature matrix
-    itself: built here, once (``runtime/assembly.py``). Chunks are appended
+    (:class:`_PackedRows`), so that is one gather too. The model's feature
+    columns (``matrix``, set by the packing) get a block of their own, which
+    a gather returns as the feature matrix itself: built here, once
+    (``runtime/assembly.py``). Chunks are appended
     as they arrive from the reader, each freed right after its copy, so a
     unit never exists twice (as fragments and as the buffer). Reuse is safe
     because nothing downstream keeps a view of the buffers: gathered
