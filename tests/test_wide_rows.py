@@ -15,10 +15,11 @@ import weakref
 import numpy as np
 import pytest
 
+from _unit_buffer import loaded_unit
 from factories.images import images_class_folders
 from streamfeed.core_ragged import Ragged
 from streamfeed.runtime import shuffle
-from streamfeed.runtime.shuffle import UnitBuffer, UnitBuffers
+from streamfeed.runtime.shuffle import UnitBuffers
 
 RNG = np.random.default_rng(11)
 
@@ -34,21 +35,13 @@ def _chunks(sizes: list[int], side: int = 160) -> list[dict[str, np.ndarray]]:
     return chunks
 
 
-def _loaded(chunks: list[dict[str, np.ndarray]]) -> UnitBuffer:
-    buffer = UnitBuffer()
-    buffer.begin(chunks[0], capacity=sum(len(c["label"]) for c in chunks))
-    for chunk in chunks:
-        buffer.append(chunk)
-    return buffer
-
-
 def test_a_wide_row_is_gathered_from_its_chunk_as_a_block_gather_would(monkeypatch: pytest.MonkeyPatch) -> None:
     chunks = _chunks([5, 17, 1, 9])
     assert chunks[0]["image"][:1].nbytes >= shuffle.WIDE_ROW_BYTES  # the case under test
     indices = RNG.permutation(32)
-    wide = _loaded(chunks).gather(indices)
+    wide = loaded_unit(chunks).gather(indices)
     monkeypatch.setattr(shuffle, "WIDE_ROW_BYTES", 1 << 40)  # every row into the unit's block, as before
-    block = _loaded(chunks).gather(indices)
+    block = loaded_unit(chunks).gather(indices)
     everything = {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
     for name in ("image", "label", "weight"):
         assert wide[name].dtype == block[name].dtype and wide[name].shape == block[name].shape
@@ -61,7 +54,7 @@ def test_a_wide_row_is_gathered_from_its_chunk_as_a_block_gather_would(monkeypat
 def test_the_unit_does_not_copy_a_wide_row_before_its_batch() -> None:
     """Fails on the old code, which copied the chunk into the unit's block when it was appended."""
     chunks = _chunks([4, 4])
-    buffer = _loaded(chunks)
+    buffer = loaded_unit(chunks)
     chunks[1]["image"][2] = 0  # after the append: seen by the gather only if the unit kept the chunk
     assert not buffer.gather(np.array([6]))["image"].any()
     assert buffer.gather(np.array([5]))["image"].any()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Iterator, Mapping, Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ..core import Chunk, chunk_len, interleave
 from ..core_ragged import Ragged, concatenate
 from ..plan import epoch_rng
 from .assembly import MatrixColumns
+from .object_codes import few_distinct, object_codes
 
 _SHUFFLE_STREAM = 1  # keeps row permutations independent of the fragment order stream
 _POLL_SECONDS = 0.05  # how often a loader waiting for a buffer checks whether it was stopped
@@ -52,7 +53,10 @@ class UnitBuffer:
     one row-major block, so a batch is one row gather per dtype rather than
     one gather per column (33 columns: 64 k ``take`` calls an epoch became
     2 k); columns of several dtypes share one block of bytes
-    (:class:`_PackedRows`), so that is one gather too. The model's feature
+    (:class:`_PackedRows`), so that is one gather too. An object column of
+    few distinct objects (a category's text) rides in that block as int32
+    codes into the objects, which the unit keeps once each
+    (``runtime/object_codes.py``). The model's feature
     columns (``matrix``, set by the packing) get a block of their own, which
     a gather returns as the feature matrix itself: built here, once
     (``runtime/assembly.py``). Chunks are appended
@@ -71,6 +75,8 @@ class UnitBuffer:
         self._wide: dict[str, list[np.ndarray]] = {}  # wide-row columns: their chunks, rows gathered from them
         self._starts: list[int] = []  # the first row of each appended chunk (the wide columns' chunk starts)
         self._packed: _PackedRows | None = None  # 1-D numeric columns of several dtypes, side by side in bytes
+        self._distinct: dict[str, list[np.ndarray]] = {}  # coded object columns: each chunk's distinct objects
+        self._coded_objects: dict[str, int] = {}  # coded object columns: their distinct objects so far
         self._rows = 0
 
     @property
@@ -84,7 +90,7 @@ class UnitBuffer:
         With ``matrix`` (and its columns in ``first``), those columns are stored as the matrix it names.
         """
         self._groups, self._layout, self._rows, self._ragged, self._wide, self._starts = {}, [], 0, {}, {}, []
-        self._packed = None
+        self._packed, self._distinct, self._coded_objects = None, {}, {}
         self._matrix = matrix if matrix is not None and matrix.present(first) else None
         members = set(self._matrix.columns) if self._matrix is not None else set()
         if self._matrix is not None:
@@ -103,13 +109,18 @@ class UnitBuffer:
                 group = self._groups.setdefault(f"dtype:{column.dtype.str}", [])
                 self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
                 group.append(name)
+            elif column.ndim == 1 and column.dtype == object and few_distinct(column):
+                self._distinct[name], self._coded_objects[name] = [], 0
+                self._layout.append((name, _CODED, None))
             else:
                 self._layout.append((name, f"column:{name}", None))
         dtype_groups = [block for block in self._groups if block.startswith("dtype:")]
-        if len(dtype_groups) > 1:  # several dtypes: their rows side by side in one byte block, one gather
-            self._packed = _PackedRows.of(
-                {name: first[name].dtype for block in dtype_groups for name in self._groups[block]}
-            )
+        if len(dtype_groups) > 1 or self._distinct:  # their rows side by side in one byte block, one gather
+            dtypes: dict[PackedKey, np.dtype] = {
+                name: first[name].dtype for block in dtype_groups for name in self._groups[block]
+            }
+            dtypes.update({_codes_of(name): np.dtype(np.int32) for name in self._distinct})
+            self._packed = _PackedRows.of(dtypes)
             self._layout = [
                 (name, _PACKED, None) if block.startswith("dtype:") else (name, block, index)
                 for name, block, index in self._layout
@@ -120,7 +131,7 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             self._block(block_name, (capacity, len(names)), first[names[0]].dtype)
         for name, block_name, index in self._layout:
-            if index is None and block_name not in (_MATRIX, _RAGGED, _WIDE, _PACKED):
+            if index is None and block_name not in (_MATRIX, _RAGGED, _WIDE, _PACKED, _CODED):
                 self._block(block_name, (capacity, *first[name].shape[1:]), first[name].dtype)
 
     def append(self, chunk: Chunk) -> None:
@@ -130,22 +141,35 @@ class UnitBuffer:
         for block_name, names in self._groups.items():
             interleave([chunk[name] for name in names], self._room(block_name, stop)[start:stop])
         if self._packed is not None:
-            self._packed.write(chunk, self._room(_PACKED, stop)[start:stop])
+            columns: dict[PackedKey, np.ndarray] = self._codes(chunk)
+            columns.update(chunk)
+            self._packed.write(columns, self._room(_PACKED, stop)[start:stop])
         for name, block_name, index in self._layout:
             if block_name == _RAGGED:
                 self._ragged[name].append(chunk[name])  # type: ignore[arg-type]
             elif block_name == _WIDE:
                 self._wide[name].append(chunk[name])
-            elif index is None and block_name not in (_MATRIX, _PACKED):
+            elif index is None and block_name not in (_MATRIX, _PACKED, _CODED):
                 self._room(block_name, stop)[start:stop] = chunk[name]
         self._starts.append(start)
         self._rows = stop
 
     def drop_chunks(self) -> None:
-        """Lets go of the chunks the unit keeps (wide and variable-length columns): the unit is served."""
+        """Lets go of the chunks and objects the unit keeps (wide, variable-length and coded columns): it is served."""
         self._ragged = {name: [] for name in self._ragged}
         self._wide = {name: [] for name in self._wide}
+        self._distinct = {name: [] for name in self._distinct}
         self._starts = []
+
+    def _codes(self, chunk: Chunk) -> dict[PackedKey, np.ndarray]:
+        """The coded object columns of ``chunk`` as codes into the unit's distinct objects, keeping the new ones."""
+        codes: dict[PackedKey, np.ndarray] = {}
+        for name, parts in self._distinct.items():
+            chunk_codes, distinct = object_codes(chunk[name])
+            codes[_codes_of(name)] = chunk_codes + np.int32(self._coded_objects[name])
+            parts.append(distinct)
+            self._coded_objects[name] += len(distinct)
+        return codes
 
     def _block(self, name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
         block = self._blocks.get(name)
@@ -177,6 +201,8 @@ class UnitBuffer:
                 out[name] = self._gather_wide(self._wide[name], rows_of)  # type: ignore[arg-type]
             elif block_name == _PACKED:
                 out[name] = packed[name]
+            elif block_name == _CODED:
+                out[name] = self._distinct_objects(name).take(packed[_codes_of(name)])
             elif block_name == _RAGGED:
                 parts = self._ragged[name]
                 if len(parts) > 1:
@@ -185,6 +211,13 @@ class UnitBuffer:
             else:
                 out[name] = taken[block_name] if index is None else views[block_name][index]
         return out
+
+    def _distinct_objects(self, name: str) -> np.ndarray:
+        """The coded column ``name``'s distinct objects, its codes' table (joined at the unit's first gather)."""
+        parts = self._distinct[name]
+        if len(parts) != 1:
+            parts[:] = [np.concatenate(parts) if parts else np.empty(0, dtype=object)]
+        return parts[0]
 
     def _wide_rows(self, indices: np.ndarray) -> list[tuple[int, int]]:
         """(chunk, row in it) of each of the unit's rows ``indices``."""
@@ -206,7 +239,7 @@ class UnitBuffer:
             *(
                 block
                 for _, block, index in self._layout
-                if index is None and block not in (_MATRIX, _RAGGED, _WIDE, _PACKED)
+                if index is None and block not in (_MATRIX, _RAGGED, _WIDE, _PACKED, _CODED)
             ),
         ]
 
@@ -215,6 +248,15 @@ _MATRIX = "matrix"  # the block of the model's feature matrix
 _PACKED = "packed"  # the byte block of the 1-D numeric columns, when they are of several dtypes
 _RAGGED = "ragged"  # not a block: a variable-length column, kept as its chunks (core_ragged.py)
 _WIDE = "wide"  # not a block: a column of wide rows, kept as its chunks and gathered from them
+_CODED = "coded"  # not a block: an object column, kept as its distinct objects and its codes in the packed block
+
+
+PackedKey = str | tuple[str, str]  # a column's name, or ("codes", name) for a coded column's codes
+
+
+def _codes_of(name: str) -> PackedKey:
+    """The packed block's key of the coded column ``name``'s codes: a tuple, so no column's name can be it."""
+    return ("codes", name)
 
 
 @dataclass(frozen=True)
@@ -229,10 +271,10 @@ class _PackedRows:
     """
 
     width: int  # bytes a row
-    places: tuple[tuple[str, np.dtype, int], ...]  # (column, dtype, byte offset in the row)
+    places: tuple[tuple[PackedKey, np.dtype, int], ...]  # (column, dtype, byte offset in the row)
 
     @classmethod
-    def of(cls, dtypes: dict[str, np.dtype]) -> "_PackedRows":
+    def of(cls, dtypes: dict[PackedKey, np.dtype]) -> "_PackedRows":
         places, offset = [], 0
         for name, dtype in sorted(dtypes.items(), key=lambda item: -item[1].itemsize):  # stable: ties keep order
             places.append((name, dtype, offset))
@@ -240,14 +282,14 @@ class _PackedRows:
         widest = max(dtype.itemsize for dtype in dtypes.values())
         return cls(-(-offset // widest) * widest, tuple(places))
 
-    def write(self, chunk: Chunk, rows: np.ndarray) -> None:
+    def write(self, chunk: Mapping[PackedKey, np.ndarray], rows: np.ndarray) -> None:
         """Writes ``chunk``'s columns into ``rows`` (its rows of the block), tile by tile to stay in cache."""
         for top in range(0, rows.shape[0], _PACKED_TILE_ROWS):
             tile = rows[top : top + _PACKED_TILE_ROWS]
             for name, dtype, offset in self.places:
                 _column_of(tile, dtype, offset)[:] = chunk[name][top : top + _PACKED_TILE_ROWS]
 
-    def columns(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+    def columns(self, rows: np.ndarray) -> dict[PackedKey, np.ndarray]:
         """Each column of ``rows`` (gathered rows of the block), a strided view of them."""
         return {name: _column_of(rows, dtype, offset) for name, dtype, offset in self.places}
 
