@@ -76,7 +76,6 @@ class UnitBuffer:
         self._starts: list[int] = []  # the first row of each appended chunk (the wide columns' chunk starts)
         self._packed: _PackedRows | None = None  # 1-D numeric columns of several dtypes, side by side in bytes
         self._distinct: dict[str, list[np.ndarray]] = {}  # coded object columns: each chunk's distinct objects
-        self._coded_objects: dict[str, int] = {}  # coded object columns: their distinct objects so far
         self._rows = 0
 
     @property
@@ -90,7 +89,7 @@ class UnitBuffer:
         With ``matrix`` (and its columns in ``first``), those columns are stored as the matrix it names.
         """
         self._groups, self._layout, self._rows, self._ragged, self._wide, self._starts = {}, [], 0, {}, {}, []
-        self._packed, self._distinct, self._coded_objects = None, {}, {}
+        self._packed, self._distinct = None, {}
         self._matrix = matrix if matrix is not None and matrix.present(first) else None
         members = set(self._matrix.columns) if self._matrix is not None else set()
         if self._matrix is not None:
@@ -110,7 +109,7 @@ class UnitBuffer:
                 self._layout.append((name, f"dtype:{column.dtype.str}", len(group)))
                 group.append(name)
             elif column.ndim == 1 and column.dtype == object and few_distinct(column):
-                self._distinct[name], self._coded_objects[name] = [], 0
+                self._distinct[name] = []
                 self._layout.append((name, _CODED, None))
             else:
                 self._layout.append((name, f"column:{name}", None))
@@ -166,9 +165,8 @@ class UnitBuffer:
         codes: dict[PackedKey, np.ndarray] = {}
         for name, parts in self._distinct.items():
             chunk_codes, distinct = object_codes(chunk[name])
-            codes[_codes_of(name)] = chunk_codes + np.int32(self._coded_objects[name])
+            codes[_codes_of(name)] = chunk_codes + np.int32(sum(len(part) for part in parts))
             parts.append(distinct)
-            self._coded_objects[name] += len(distinct)
         return codes
 
     def _block(self, name: str, shape: tuple, dtype: np.dtype) -> np.ndarray:
