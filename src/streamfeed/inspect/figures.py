@@ -43,7 +43,8 @@ import numpy as np
 
 from ..files.arrow import ColumnPolicy
 from ..sources.detect import open_source
-from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, pillow, resolve_decoder
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, DecodeSpec, decode, open_header, resolve_decoder
+from ..sources.images.formats import pillow
 from .image_files import IMAGE_FORMATS, ImageFiles, image_files
 from .images import decode_failure
 from .order import spearman_with_order

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..errors import require
 from ..memory import decode_bytes_limit
-from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size, pillow
+from ..sources.images.decode import DEFAULT_MAX_IMAGE_BYTES, ImageDecodeError, check_size
+from ..sources.images.formats import pillow
 from .image_files import ImageFiles, image_files
 from .progress import progress
 from .report import Column, InspectReport, add_files, warn_rare_classes

@@ -9,7 +9,7 @@ What a caller gets is always ``(height, width, channels)`` of ``uint8``
   Pillow is asked to try those plugins only, so no other format's parser
   ever runs. Anything else (PPM, ICO, TGA, JPEG 2000, ...) is an
   undecodable image whose error names the format its first bytes show
-  (:func:`sniff_format`).
+  (``formats.sniff_format``).
 * **EXIF orientation** is applied (``ImageOps.exif_transpose``), so a phone
   photo stored sideways comes out upright; the target size is understood in
   the upright frame.
@@ -54,7 +54,6 @@ in a :class:`~streamfeed.errors.CorruptFileError` naming the file.
 
 from __future__ import annotations
 
-import functools
 import io
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -63,16 +62,11 @@ import numpy as np
 
 from ...errors import ArgumentError, describe, require
 from ...memory import DECODE_SHARE, DEFAULT_MEMORY_LIMIT, READ_TRANSIENT, decode_bound
+from .formats import FORMATS, pillow, unsupported_reason
 
 Resize = Literal["stretch", "crop", "pad"]
 Decoder = Literal["auto", "pillow", "simplejpeg"]
 OutputDType = Literal["uint8", "float32"]
-
-# Pillow format names accepted (the JPEG plugin also opens camera MPO files, as format "MPO").
-FORMATS = ("JPEG", "PNG", "WEBP", "TIFF", "BMP", "GIF")
-# What an image folder lists: the usual suffixes of FORMATS only (a ``.dib`` is almost always a BMP file
-# with its header; a headerless DIB is refused by content like any other format outside the list).
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".tif", ".tiff", ".bmp", ".dib", ".gif")
 
 _HIGH_DEPTH = {"I;16", "I;16L", "I;16B", "I;16N", "I", "F"}
 _SAMPLE_BYTES = {"I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2, "I": 4, "F": 4}  # other modes: 1 byte per band
@@ -132,14 +126,6 @@ class DecodeSpec:
         return (self.height, self.width, self.channels)
 
 
-@functools.cache
-def pillow():
-    """Pillow's ``Image`` module (the ``images`` extra), with every plugin registered; imported once."""
-    Image = require("PIL.Image", "images")
-    Image.init()  # registers WebP, TIFF, MPO (``open(formats=...)`` needs them registered)
-    return Image
-
-
 def _simplejpeg():
     try:
         import simplejpeg
@@ -177,7 +163,7 @@ def open_header(data: bytes | Any):
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise _bomb(exc) from exc
     except Image.UnidentifiedImageError as exc:
-        raise ImageDecodeError(_unsupported(data)) from exc
+        raise ImageDecodeError(unsupported_reason(data)) from exc
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageDecodeError(f"unreadable image header: {type(exc).__name__}: {exc}") from exc
 
@@ -217,58 +203,6 @@ def jpeg_header(head: bytes) -> JpegHeader | None:
         return None
     mode = _JPEG_MODES.get(colorspace)
     return None if mode is None else JpegHeader((width, height), mode)
-
-
-def _unsupported(data: Any) -> str:
-    """Why no accepted plugin opened ``data``, naming the format its signature shows, if any."""
-    supported = ", ".join(FORMATS)
-    found = sniff_format(data)
-    if found is None:
-        return f"not an image in a supported format ({supported}); the content was not recognised"
-    if found in FORMATS:
-        return f"the content starts like a {found} image, but its header could not be read"
-    return f"an image in the {found} format (by its signature), which is not one of the supported {supported}"
-
-
-# Signatures for formats whose Pillow plugins have no magic-byte test of their own.
-_TGA_FOOTER = b"TRUEVISION-XFILE.\0"  # TGA 2.0 (what Pillow and most tools write)
-_IM_HEADER = b"Image type:"
-
-
-def sniff_format(data: Any) -> str | None:
-    """The Pillow format name whose signature ``data`` (bytes or a seekable binary file) starts with, or None.
-
-    Only for naming what a refused file is: it matches the first bytes
-    against each plugin's signature test (``accept``), as ``Image.open``
-    does before parsing, and never runs a plugin's parser, so formats
-    outside :data:`FORMATS` are identified without being opened. A weak
-    signature can misname a file (an uncompressed TGA 1.0 starts like a CUR),
-    hence "by its signature" in messages.
-    """
-    try:
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            prefix, tail = bytes(data[:16]), bytes(data[-len(_TGA_FOOTER) :])
-        else:
-            data.seek(0)
-            prefix = data.read(16)
-            data.seek(0, io.SEEK_END)
-            data.seek(max(0, data.tell() - len(_TGA_FOOTER)))
-            tail = data.read(len(_TGA_FOOTER))
-    except (OSError, ValueError):
-        return None
-    if tail == _TGA_FOOTER:
-        return "TGA"
-    if prefix.startswith(_IM_HEADER):
-        return "IM"
-    Image = pillow()
-    for name in Image.ID:
-        accept = Image.OPEN[name][1]
-        try:
-            if accept is not None and accept(prefix):  # a str: recognised, a variant Pillow cannot read
-                return name
-        except Exception:  # a signature test on a too-short prefix: not that format
-            continue
-    return None
 
 
 def _bomb(exc: BaseException) -> ImageTooLargeError:

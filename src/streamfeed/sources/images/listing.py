@@ -48,7 +48,7 @@ from typing import Any, Literal, Mapping
 from ...errors import ArgumentError, CorruptFileError, NotFoundError, SchemaError, describe
 from ...files.stamps import Stamp
 from ..labels import LABEL_EXPECTED, is_label
-from .decode import IMAGE_SUFFIXES
+from .formats import IMAGE_SUFFIXES
 
 Labels = Literal["inferred"]
 FollowLinks = Literal["inside", "all"]

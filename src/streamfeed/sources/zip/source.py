@@ -39,7 +39,8 @@ import pyarrow.fs as pafs
 from ...core import AlikeRows, SourceInfo, fragmenting_digest, records_settings
 from ...errors import ArgumentError, BadInputReport, CorruptFileError, DataError, NotFoundError, describe
 from ...files.paths import PathLike, file_digest, file_stats, resolve_files
-from ..images.decode import IMAGE_SUFFIXES, DecodeSpec, read_scratch, resolve_decoder
+from ..images.decode import DecodeSpec, read_scratch, resolve_decoder
+from ..images.formats import IMAGE_SUFFIXES
 from ..images.listing import Labels, Listing
 from ..images.source import ImageSource
 from ..labels import class_names, write_label_map
