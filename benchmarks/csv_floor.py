@@ -71,6 +71,11 @@ def column_types(kind: str) -> dict[str, str]:
     return dict.fromkeys(csv_read.COLUMNS, "float32") if kind == "wide" else dict(CLICK_TYPES)
 
 
+def _verdict(ratio: float, against: str) -> str:
+    """``ratio`` (streamfeed's CPU per row x ``against``'s) and whether it meets :data:`TARGET`, as printed."""
+    return f"{ratio:.2f}x {against} (target <= {TARGET}x) {'MET' if ratio <= TARGET else 'MISSED'}"
+
+
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -189,15 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         for approach in ("sf", "sf_shuffled"):
             ours = results[kind].get(approach, {}).get("cpu_s_per_m_rows")
             if ours and floor:
-                ratio = ours / floor
-                verdict = "MET" if ratio <= TARGET else "MISSED"
                 extra = f", {ours / stream:.2f}x open_csv" if stream else ""
-                print(f"{kind} {approach}: {ratio:.2f}x pyarrow read_csv (target <= {TARGET}x) {verdict}{extra}")
+                print(f"{kind} {approach}: {_verdict(ours / floor, 'pyarrow read_csv')}{extra}")
             ours_steady = results[kind].get(approach, {}).get("steady_cpu_s_per_m_rows")
             if ours_steady and steady_floor:
-                ratio = ours_steady / steady_floor
-                verdict = "MET" if ratio <= TARGET else "MISSED"
-                print(f"{kind} {approach} steady: {ratio:.2f}x pyarrow read_csv's later passes {verdict}")
+                verdict = _verdict(ours_steady / steady_floor, "pyarrow read_csv's later passes")
+                print(f"{kind} {approach} steady: {verdict}")
     if args.out:
         saved = {kind: {"path": str(path), "results": results[kind]} for kind, path in paths.items()}
         args.out.write_text(json.dumps(saved, indent=2))

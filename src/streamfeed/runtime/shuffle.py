@@ -243,7 +243,7 @@ class UnitBuffer:
 
 
 _MATRIX = "matrix"  # the block of the model's feature matrix
-_PACKED = "packed"  # the byte block of the 1-D numeric columns, when they are of several dtypes
+_PACKED = "packed"  # the byte block of the 1-D numeric columns (of several dtypes) and of coded columns' codes
 _RAGGED = "ragged"  # not a block: a variable-length column, kept as its chunks (core_ragged.py)
 _WIDE = "wide"  # not a block: a column of wide rows, kept as its chunks and gathered from them
 _CODED = "coded"  # not a block: an object column, kept as its distinct objects and its codes in the packed block
@@ -280,12 +280,12 @@ class _PackedRows:
         widest = max(dtype.itemsize for dtype in dtypes.values())
         return cls(-(-offset // widest) * widest, tuple(places))
 
-    def write(self, chunk: Mapping[PackedKey, np.ndarray], rows: np.ndarray) -> None:
-        """Writes ``chunk``'s columns into ``rows`` (its rows of the block), tile by tile to stay in cache."""
+    def write(self, columns: Mapping[PackedKey, np.ndarray], rows: np.ndarray) -> None:
+        """Writes ``columns`` (a chunk's, and its codes) into ``rows`` (their rows of the block), tile by tile."""
         for top in range(0, rows.shape[0], _PACKED_TILE_ROWS):
             tile = rows[top : top + _PACKED_TILE_ROWS]
             for name, dtype, offset in self.places:
-                _column_of(tile, dtype, offset)[:] = chunk[name][top : top + _PACKED_TILE_ROWS]
+                _column_of(tile, dtype, offset)[:] = columns[name][top : top + _PACKED_TILE_ROWS]
 
     def columns(self, rows: np.ndarray) -> dict[PackedKey, np.ndarray]:
         """Each column of ``rows`` (gathered rows of the block), a strided view of them."""
