@@ -272,3 +272,21 @@ def test_nulls_follow_the_policy_naming_the_table(pg: PostgresServer):
     filled = sf.read_sql(pg.url, table="holes", key="id", nulls="fill", fill=-1.0)
     with filled.batch(60).iter_epoch(0) as iterator:
         assert next(iterator)["x"][33] == -1.0
+
+
+def test_a_restarted_server_drops_every_pooled_connection_not_just_the_first(pg: PostgresServer):
+    """All of the pool's idle connections die with the server; the retry must not take a second dead one.
+
+    The suite once failed here: two read threads had left two idle
+    connections, the first read after the restart took one (dead) and its
+    one retry took the other (dead too), so the epoch raised.
+    """
+    pg.load("restarted", "id bigint PRIMARY KEY, x double precision", [(i, i / 2) for i in range(100)])
+    dataset = sf.read_sql(pg.url, table="restarted", key="id", fragment_rows=50).batch(50)
+    pool = dataset.source.pool
+    with pool.borrowed(), pool.borrowed(), pool.borrowed():  # three open connections, given back idle
+        pass
+    assert pool.idle == 3
+    pg.stop()
+    pg.start()
+    assert _ids(dataset) == list(range(100))

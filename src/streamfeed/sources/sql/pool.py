@@ -27,8 +27,12 @@ def _close_quietly(handle: Any) -> None:
 
 
 def _close_all(idle: list[Any]) -> None:
-    while idle:
-        _close_quietly(idle.pop())
+    while True:
+        try:
+            handle = idle.pop()  # another read thread may take the last one between a check and the pop
+        except IndexError:
+            return
+        _close_quietly(handle)
 
 
 class ConnectionPool:

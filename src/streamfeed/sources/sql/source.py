@@ -395,6 +395,7 @@ class SqlSource(AlikeRows):
                     timed_out = self.timeout is not None and time.monotonic() - started >= self.timeout
                     if fresh or attempt or timed_out:  # a timeout is not retried: it would wait as long again
                         raise
+            self.pool.close()  # the server that dropped one dropped every idle one: the try must open a new one
         for number, item in enumerate(self.schema):
             column = table.column(number)
             if column.type != item.type:
