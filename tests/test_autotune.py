@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
+from _threads import threads_left
 from streamfeed import cli
 from streamfeed.memory import estimate_bytes
 from streamfeed.runtime.autotune import Autotune, Autotuner, Budget, Settings, TuningReport
@@ -224,11 +225,7 @@ def _assert_same(batches: list[dict], expected: list[dict]) -> None:
 
 # ------------------------------------------------------------------ (5) threads end with the iterator
 def _new_threads(baseline: set[threading.Thread]) -> list[str]:
-    """Threads started since ``baseline`` still alive after a short join (they may be winding down)."""
-    deadline = time.monotonic() + HANG_BOUND_SECONDS
-    for thread in set(threading.enumerate()) - baseline:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return sorted(thread.name for thread in set(threading.enumerate()) - baseline if thread.is_alive())
+    return threads_left(baseline, HANG_BOUND_SECONDS)
 
 
 def test_no_thread_outlives_a_closed_or_dropped_tuned_iterator(data):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import gc
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -19,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
+from _threads import threads_left
 from streamfeed.pipeline.mix_order import largest_remainder
 
 BASES = {"a": 0, "b": 10_000, "c": 20_000}
@@ -242,12 +242,8 @@ def test_a_state_of_another_mixture_or_out_of_range_is_refused(parts):
         mixed.num_batches(state=[1, 2])
 
 
-def _threads_left(baseline: set, seconds: float = 10.0) -> list[str]:
-    """Threads started since ``baseline`` still alive after joining each (a bounded wait, not a timed check)."""
-    deadline = time.monotonic() + seconds
-    for thread in set(threading.enumerate()) - baseline:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return sorted(thread.name for thread in set(threading.enumerate()) - baseline if thread.is_alive())
+def _threads_left(baseline: set) -> list[str]:
+    return threads_left(baseline, seconds=10.0)
 
 
 def test_no_component_thread_outlives_a_closed_or_dropped_mixed_epoch(parts):

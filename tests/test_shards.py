@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import streamfeed as sf
+from _threads import threads_left
 from streamfeed.errors import ArgumentError, StateError
 from streamfeed.plan import deal_lanes
 from streamfeed.runtime.batch import PAD_MASK
@@ -282,9 +283,7 @@ def test_a_worker_stopped_mid_epoch_ends_every_lane_thread(tmp_path):
     dropped = worker.iter_epoch(0)
     next(dropped)
     del dropped  # never closed: collected, its threads stop
-    for thread in set(threading.enumerate()) - baseline:
-        thread.join(timeout=30)  # a bound for a hang, not a timing assertion
-    assert sorted(t.name for t in set(threading.enumerate()) - baseline if t.is_alive()) == []
+    assert threads_left(baseline, seconds=30) == []
 
 
 def test_state_after_the_last_step_is_the_next_epoch_start(tmp_path):

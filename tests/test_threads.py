@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import streamfeed as sf
+from _threads import threads_left
 
 HANG_BOUND_SECONDS = 30  # only to turn a hang into a failure; no test measures time
 
@@ -28,11 +29,7 @@ def dataset(mixed_dir) -> sf.Dataset:
 
 
 def _new_threads(baseline: set[threading.Thread]) -> list[str]:
-    """Threads started since ``baseline`` still alive after a short join (they may be winding down)."""
-    deadline = time.monotonic() + HANG_BOUND_SECONDS
-    for thread in set(threading.enumerate()) - baseline:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return sorted(thread.name for thread in set(threading.enumerate()) - baseline if thread.is_alive())
+    return threads_left(baseline, HANG_BOUND_SECONDS)
 
 
 def test_breaking_out_of_bare_loops_ends_every_thread(dataset):
